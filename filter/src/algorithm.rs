@@ -1,0 +1,86 @@
+//! The five algorithms a limit can use, and what each needs from the store.
+
+/// A rate-limiting algorithm, chosen per limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Previous window weighted by what is left of it, plus the current window.
+    SlidingWindow,
+    /// One counter per aligned window.
+    FixedWindow,
+    /// Lazy-refill bucket: capacity (burst) and rate are independent.
+    TokenBucket,
+    /// Exact log of admitted requests.
+    SlidingLog,
+    /// Generic cell rate algorithm: leaky bucket in counter form.
+    Gcra,
+}
+
+impl Algorithm {
+    /// Every algorithm, in the order the config documents them.
+    pub const ALL: [Algorithm; 5] = [
+        Algorithm::SlidingWindow,
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+    ];
+
+    /// The name used in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::SlidingWindow => "sliding_window",
+            Algorithm::FixedWindow => "fixed_window",
+            Algorithm::TokenBucket => "token_bucket",
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::Gcra => "gcra",
+        }
+    }
+
+    /// Parses a configuration name.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The short code the script and the Redis keys use.
+    pub fn code(self) -> &'static str {
+        match self {
+            Algorithm::SlidingWindow => "sw",
+            Algorithm::FixedWindow => "fw",
+            Algorithm::TokenBucket => "tb",
+            Algorithm::SlidingLog => "sl",
+            Algorithm::Gcra => "gc",
+        }
+    }
+
+    /// Whether the caller's clock picks the keys (a window index in the name).
+    /// The others read Redis `TIME` inside the script.
+    pub fn windowed(self) -> bool {
+        matches!(self, Algorithm::SlidingWindow | Algorithm::FixedWindow)
+    }
+
+    /// The burst used when the config gives none: a full limit for the token
+    /// bucket, one request for GCRA; unused by the others.
+    pub fn default_burst(self, limit: u64) -> u64 {
+        match self {
+            Algorithm::Gcra => 1,
+            _ => limit,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn names_round_trip_and_codes_are_distinct() {
+        for a in Algorithm::ALL {
+            assert_eq!(Algorithm::from_name(a.name()), Some(a));
+        }
+        let codes: std::collections::HashSet<_> = Algorithm::ALL.iter().map(|a| a.code()).collect();
+        assert_eq!(codes.len(), 5);
+        assert_eq!(Algorithm::from_name("leaky"), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! Redis key names for one limit of one client.
+//!
+//! `<domain>:{<identity>}:<rule>:<algorithm>:<window ms>[:<window index>]`
+//!
+//! Every key of one identity carries the same hash tag `{<identity>}`, so one
+//! script call covering all its limits stays on one Redis Cluster slot. The
+//! window length is part of the name, so a changed window starts fresh while
+//! a changed limit keeps its count (raising a limit takes effect at once).
+//! The identity must already be escaped (see `identity`): no `{`, `}` or
+//! control characters.
+
+use std::fmt::Write;
+
+use crate::algorithm::Algorithm;
+use crate::model::LimitSpec;
+
+/// Appends the keys of one limit to `out`: sliding_window needs the current
+/// and the previous window's counter, the others one key.
+pub fn limit_keys(
+    out: &mut Vec<String>,
+    domain: &str,
+    identity: &str,
+    rule: &str,
+    spec: &LimitSpec,
+    now_ms: u64,
+) {
+    let window = spec.window_ms.max(1);
+    let index = now_ms / window;
+    let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
+    // Writing to a String cannot fail.
+    let _ = write!(
+        base,
+        "{domain}:{{{identity}}}:{rule}:{}:{window}",
+        spec.algorithm.code()
+    );
+    match spec.algorithm {
+        Algorithm::SlidingWindow => {
+            out.push(format!("{base}:{index}"));
+            out.push(format!("{base}:{}", index.wrapping_sub(1)));
+        }
+        Algorithm::FixedWindow => out.push(format!("{base}:{index}")),
+        _ => out.push(base),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn keys(algorithm: Algorithm, now: u64) -> Vec<String> {
+        let spec = LimitSpec {
+            algorithm,
+            limit: 100,
+            window_ms: 60_000,
+            burst: 100,
+        };
+        let mut out = Vec::new();
+        limit_keys(&mut out, "shop", "k=abc", "api", &spec, now);
+        out
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn windowed_keys_carry_the_window_index() {
+        assert_eq!(
+            keys(Algorithm::SlidingWindow, 120_000),
+            ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
+        );
+        assert_eq!(
+            keys(Algorithm::FixedWindow, 179_999),
+            ["shop:{k=abc}:api:fw:60000:2"]
+        );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn clock_read_in_the_store_needs_no_index() {
+        assert_eq!(
+            keys(Algorithm::TokenBucket, 5),
+            ["shop:{k=abc}:api:tb:60000"]
+        );
+        assert_eq!(
+            keys(Algorithm::SlidingLog, 5),
+            ["shop:{k=abc}:api:sl:60000"]
+        );
+        assert_eq!(keys(Algorithm::Gcra, 5), ["shop:{k=abc}:api:gc:60000"]);
+    }
+}

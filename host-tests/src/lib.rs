@@ -1,0 +1,14 @@
+//! Harness for the tests that run the real servers and the compiled filter.
+//!
+//! Every server is started by the test that needs it, on a free 127.0.0.1
+//! port with its own temporary directory, and stopped by its PID when its
+//! guard drops, even when the test fails.
+// This crate is test support: a failure to start a server IS a test failure,
+// so panicking with a clear message is the right response here.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod paths;
+pub mod process;
+pub mod redis_cluster;
+pub mod redis_server;
+pub mod script;

@@ -1,0 +1,144 @@
+//! Child processes stopped by their PID when dropped, and free ports.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// A process this test started; killed (SIGTERM, then SIGKILL) on drop.
+pub struct Guard {
+    name: String,
+    child: Option<Child>,
+}
+
+impl Guard {
+    /// Starts `cmd` with its output going to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Guard {
+        let out = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        let err = out.try_clone().unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
+        Guard {
+            name: name.to_string(),
+            child: Some(child),
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Sends a signal to the process (e.g. "STOP", "CONT", "KILL").
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status();
+    }
+
+    /// Stops the process now and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            self.signal_pid(child.id(), "TERM");
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    fn signal_pid(&self, pid: u32, sig: &str) {
+        let _ = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status();
+    }
+
+    /// The name given at start.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.signal("CONT"); // a stopped process cannot handle SIGTERM
+        self.stop();
+    }
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Ask the kernel, and skip ports this process handed out already.
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let seen = NEXT.fetch_add(1, Ordering::Relaxed);
+        if u32::from(port) != seen {
+            return port;
+        }
+    }
+}
+
+/// Waits until something accepts connections on `port`, or fails.
+pub fn wait_for_port(port: u16, what: &str, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} did not listen on 127.0.0.1:{port} within {timeout:?}");
+}
+
+/// A fresh temporary directory, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `/tmp/ratelimit-<label>-<pid>-<n>`.
+    pub fn new(label: &str) -> TempDir {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("ratelimit-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
