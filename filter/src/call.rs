@@ -51,49 +51,21 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn two_limits_make_one_call_with_all_their_keys() {
-        let minute = LimitSpec {
-            algorithm: Algorithm::SlidingWindow,
-            limit: 100,
-            window_ms: 60_000,
-            burst: 100,
-        };
-        let day = LimitSpec {
-            algorithm: Algorithm::FixedWindow,
-            limit: 10_000,
-            window_ms: 86_400_000,
-            burst: 10_000,
-        };
+        let minute = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
+        let day = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 10_000, window_ms: 86_400_000, burst: 10_000 };
         let call = ScriptCall::new(
             "rl",
             "ip=1.2.3.4",
             90_000,
-            &[
-                LimitCall {
-                    rule: "api",
-                    spec: minute,
-                    cost: 1,
-                },
-                LimitCall {
-                    rule: "api",
-                    spec: day,
-                    cost: 1,
-                },
-            ],
+            &[LimitCall { rule: "api", spec: minute, cost: 1 }, LimitCall { rule: "api", spec: day, cost: 1 }],
         );
         assert_eq!(
             call.keys,
-            [
-                "rl:{ip=1.2.3.4}:api:sw:60000:1",
-                "rl:{ip=1.2.3.4}:api:sw:60000:0",
-                "rl:{ip=1.2.3.4}:api:fw:86400000:0"
-            ]
+            ["rl:{ip=1.2.3.4}:api:sw:60000:1", "rl:{ip=1.2.3.4}:api:sw:60000:0", "rl:{ip=1.2.3.4}:api:fw:86400000:0"]
         );
         assert_eq!(
             call.args,
-            [
-                "90000", "2", "sw", "100", "60000", "100", "1", "fw", "10000", "86400000", "10000",
-                "1"
-            ]
+            ["90000", "2", "sw", "100", "60000", "100", "1", "fw", "10000", "86400000", "10000", "1"]
         );
     }
 }

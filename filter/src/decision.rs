@@ -18,12 +18,7 @@ pub struct Decision {
 
 impl Decision {
     /// Builds a decision from the script's four integers per limit.
-    pub fn from_wire(
-        allowed: i64,
-        remaining: i64,
-        reset_ms: i64,
-        retry_after_ms: i64,
-    ) -> Option<Decision> {
+    pub fn from_wire(allowed: i64, remaining: i64, reset_ms: i64, retry_after_ms: i64) -> Option<Decision> {
         let allowed = match allowed {
             1 => true,
             0 => false,
@@ -51,21 +46,11 @@ mod tests {
     fn wire_values_map_to_a_decision() {
         assert_eq!(
             Decision::from_wire(0, 0, 1500, -1),
-            Some(Decision {
-                allowed: false,
-                remaining: 0,
-                reset_ms: 1500,
-                retry_after_ms: None
-            })
+            Some(Decision { allowed: false, remaining: 0, reset_ms: 1500, retry_after_ms: None })
         );
         assert_eq!(
             Decision::from_wire(1, 4, 1000, 0),
-            Some(Decision {
-                allowed: true,
-                remaining: 4,
-                reset_ms: 1000,
-                retry_after_ms: Some(0)
-            })
+            Some(Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) })
         );
     }
 

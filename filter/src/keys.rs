@@ -16,23 +16,12 @@ use crate::model::LimitSpec;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
 /// and the previous window's counter, the others one key.
-pub fn limit_keys(
-    out: &mut Vec<String>,
-    domain: &str,
-    identity: &str,
-    rule: &str,
-    spec: &LimitSpec,
-    now_ms: u64,
-) {
+pub fn limit_keys(out: &mut Vec<String>, domain: &str, identity: &str, rule: &str, spec: &LimitSpec, now_ms: u64) {
     let window = spec.window_ms.max(1);
     let index = now_ms / window;
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
-    let _ = write!(
-        base,
-        "{domain}:{{{identity}}}:{rule}:{}:{window}",
-        spec.algorithm.code()
-    );
+    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{}:{window}", spec.algorithm.code());
     match spec.algorithm {
         Algorithm::SlidingWindow => {
             out.push(format!("{base}:{index}"));
@@ -49,12 +38,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn keys(algorithm: Algorithm, now: u64) -> Vec<String> {
-        let spec = LimitSpec {
-            algorithm,
-            limit: 100,
-            window_ms: 60_000,
-            burst: 100,
-        };
+        let spec = LimitSpec { algorithm, limit: 100, window_ms: 60_000, burst: 100 };
         let mut out = Vec::new();
         limit_keys(&mut out, "shop", "k=abc", "api", &spec, now);
         out
@@ -67,23 +51,14 @@ mod tests {
             keys(Algorithm::SlidingWindow, 120_000),
             ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
         );
-        assert_eq!(
-            keys(Algorithm::FixedWindow, 179_999),
-            ["shop:{k=abc}:api:fw:60000:2"]
-        );
+        assert_eq!(keys(Algorithm::FixedWindow, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn clock_read_in_the_store_needs_no_index() {
-        assert_eq!(
-            keys(Algorithm::TokenBucket, 5),
-            ["shop:{k=abc}:api:tb:60000"]
-        );
-        assert_eq!(
-            keys(Algorithm::SlidingLog, 5),
-            ["shop:{k=abc}:api:sl:60000"]
-        );
+        assert_eq!(keys(Algorithm::TokenBucket, 5), ["shop:{k=abc}:api:tb:60000"]);
+        assert_eq!(keys(Algorithm::SlidingLog, 5), ["shop:{k=abc}:api:sl:60000"]);
         assert_eq!(keys(Algorithm::Gcra, 5), ["shop:{k=abc}:api:gc:60000"]);
     }
 }

@@ -25,11 +25,8 @@ pub const PRELUDE: &str = include_str!("../../lua/prelude.lua");
 pub const BODY: &str = algorithms_and_driver!();
 
 /// The production script: Redis `TIME` is the clock.
-pub const SCRIPT: &str = concat!(
-    include_str!("../../lua/prelude.lua"),
-    include_str!("../../lua/clock.lua"),
-    algorithms_and_driver!(),
-);
+pub const SCRIPT: &str =
+    concat!(include_str!("../../lua/prelude.lua"), include_str!("../../lua/clock.lua"), algorithms_and_driver!(),);
 
 const SHA1_HEX: [u8; 40] = hex(&sha1(SCRIPT.as_bytes()));
 
@@ -49,9 +46,7 @@ mod tests {
     fn sha1_is_forty_hex_digits_of_the_production_script() {
         let sha = sha1_hex();
         assert_eq!(sha.len(), 40);
-        assert!(sha
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
+        assert!(sha.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
         assert!(SCRIPT.contains("redis.call('TIME')"));
         assert!(!SCRIPT.contains("TEST ONLY"));
     }

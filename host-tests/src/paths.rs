@@ -10,22 +10,14 @@ pub fn root() -> PathBuf {
 /// A file under `dist/`, or a clear failure telling how to build it.
 pub fn dist(name: &str) -> PathBuf {
     let path = root().join("dist").join(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `make build` first",
-        path.display()
-    );
+    assert!(path.is_file(), "{} is missing: run `make build` first", path.display());
     path
 }
 
 /// The project's Envoy binary (installed by `make setup`).
 pub fn envoy() -> PathBuf {
     let path = root().join(".venv/bin/envoy");
-    assert!(
-        path.exists(),
-        "{} is missing: run `make setup` first",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: run `make setup` first", path.display());
     path
 }
 

@@ -23,10 +23,7 @@ impl Guard {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {name} ({cmd:?}): {e}"));
-        Guard {
-            name: name.to_string(),
-            child: Some(child),
-        }
+        Guard { name: name.to_string(), child: Some(child) }
     }
 
     /// The process id.
@@ -36,10 +33,7 @@ impl Guard {
 
     /// Sends a signal to the process (e.g. "STOP", "CONT", "KILL").
     pub fn signal(&self, sig: &str) {
-        let _ = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(self.pid().to_string())
-            .status();
+        let _ = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status();
     }
 
     /// Stops the process now and waits for it.
@@ -60,16 +54,11 @@ impl Guard {
 
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
     fn signal_pid(&self, pid: u32, sig: &str) {
-        let _ = Command::new("kill")
-            .arg(format!("-{sig}"))
-            .arg(pid.to_string())
-            .status();
+        let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
     }
 
     /// The name given at start.
@@ -90,11 +79,7 @@ pub fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     // Ask the kernel, and skip ports this process handed out already.
     loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let seen = NEXT.fetch_add(1, Ordering::Relaxed);
         if u32::from(port) != seen {
             return port;
@@ -122,8 +107,7 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("ratelimit-{label}-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("ratelimit-{label}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)

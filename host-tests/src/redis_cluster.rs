@@ -28,10 +28,7 @@ impl RedisCluster {
                 ])
             })
             .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
+        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let status = Command::new(program("redis-cli"))
             .args(["--cluster", "create"])
             .args(&addrs)
@@ -50,10 +47,7 @@ impl RedisCluster {
         let deadline = Instant::now() + timeout;
         'outer: while Instant::now() < deadline {
             for n in &self.nodes {
-                let info: String = redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query(&mut n.connect())
-                    .unwrap_or_default();
+                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut n.connect()).unwrap_or_default();
                 if !info.contains("cluster_state:ok") {
                     std::thread::sleep(Duration::from_millis(100));
                     continue 'outer;
@@ -67,19 +61,13 @@ impl RedisCluster {
     /// The node that serves `key`'s slot as master.
     pub fn owner_of(&self, key: &str) -> &RedisServer {
         let mut c = self.nodes[0].connect();
-        let slot: i64 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut c)
-            .unwrap();
+        let slot: i64 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut c).unwrap();
         let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).unwrap();
         for range in slots {
             let redis::Value::Array(parts) = range else {
                 continue;
             };
-            let (Some(redis::Value::Int(lo)), Some(redis::Value::Int(hi))) =
-                (parts.first(), parts.get(1))
-            else {
+            let (Some(redis::Value::Int(lo)), Some(redis::Value::Int(hi))) = (parts.first(), parts.get(1)) else {
                 continue;
             };
             if (*lo..=*hi).contains(&slot) {
@@ -89,11 +77,7 @@ impl RedisCluster {
                 let Some(redis::Value::Int(port)) = master.get(1) else {
                     continue;
                 };
-                return self
-                    .nodes
-                    .iter()
-                    .find(|n| i64::from(n.port) == *port)
-                    .unwrap();
+                return self.nodes.iter().find(|n| i64::from(n.port) == *port).unwrap();
             }
         }
         panic!("no master owns slot {slot}");

@@ -45,10 +45,7 @@ impl RedisServer {
 
     /// A new connection.
     pub fn connect(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
     }
 
     /// The working directory (config, logs).
@@ -72,22 +69,9 @@ impl RedisServer {
 
 fn spawn(port: u16, dir: &TempDir, extra: &[&str]) -> Guard {
     let mut cmd = Command::new(program("redis-server"));
-    cmd.args([
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ])
-    .arg("--dir")
-    .arg(dir.path())
-    .args(extra);
-    Guard::spawn(
-        "redis-server",
-        cmd,
-        &dir.path().join(format!("redis-{port}.log")),
-    )
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .args(extra);
+    Guard::spawn("redis-server", cmd, &dir.path().join(format!("redis-{port}.log")))
 }

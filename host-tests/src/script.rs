@@ -7,27 +7,17 @@ use ratelimit::script::{BODY, PRELUDE};
 
 /// The test build of the script: the clock is the last argument.
 pub fn test_script() -> String {
-    format!(
-        "{PRELUDE}{}{BODY}",
-        include_str!("../../lua/test_clock.lua")
-    )
+    format!("{PRELUDE}{}{BODY}", include_str!("../../lua/test_clock.lua"))
 }
 
 /// SHA-1 hex of a script text.
 pub fn sha1_hex(text: &str) -> String {
-    sha1(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    sha1(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Loads `text` into the server's script cache and returns its SHA-1.
 pub fn load(conn: &mut redis::Connection, text: &str) -> String {
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(text)
-        .query(conn)
-        .unwrap()
+    redis::cmd("SCRIPT").arg("LOAD").arg(text).query(conn).unwrap()
 }
 
 /// Runs one decision by EVALSHA; `clock` is appended for the test build.
@@ -38,10 +28,7 @@ pub fn evalsha(
     clock: Option<u64>,
 ) -> Result<Vec<Decision>, String> {
     let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(sha)
-        .arg(call.keys.len())
-        .arg(&call.keys)
-        .arg(&call.args);
+    cmd.arg(sha).arg(call.keys.len()).arg(&call.keys).arg(&call.args);
     if let Some(now) = clock {
         cmd.arg(now);
     }
@@ -52,15 +39,10 @@ pub fn evalsha(
 /// Turns the script's flat reply into decisions.
 pub fn decode(reply: &[i64]) -> Result<Vec<Decision>, String> {
     if !reply.len().is_multiple_of(4) {
-        return Err(format!(
-            "reply of {} integers is not 4 per limit",
-            reply.len()
-        ));
+        return Err(format!("reply of {} integers is not 4 per limit", reply.len()));
     }
     reply
         .chunks(4)
-        .map(|c| {
-            Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or_else(|| format!("bad decision {c:?}"))
-        })
+        .map(|c| Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or_else(|| format!("bad decision {c:?}")))
         .collect()
 }

@@ -62,50 +62,26 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn sha1_matches_published_vectors() {
-        assert_eq!(
-            hex_str(&sha1(b"")),
-            "da39a3ee5e6b4b0d3255bfef95601890afd80709"
-        );
-        assert_eq!(
-            hex_str(&sha1(b"abc")),
-            "a9993e364706816aba3e25717850c26c9cd0d89d"
-        );
+        assert_eq!(hex_str(&sha1(b"")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(hex_str(&sha1(b"abc")), "a9993e364706816aba3e25717850c26c9cd0d89d");
         let long = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-        assert_eq!(
-            hex_str(&sha1(long)),
-            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
-        );
+        assert_eq!(hex_str(&sha1(long)), "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn sha256_matches_published_vectors() {
-        assert_eq!(
-            hex_str(&sha256(b"abc")),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
-        assert_eq!(
-            hex_str(&sha256(b"")),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
+        assert_eq!(hex_str(&sha256(b"abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(hex_str(&sha256(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn padding_boundaries_hash_like_the_reference() {
         // 55, 56 and 64 bytes straddle the one-or-two padding blocks edge.
-        assert_eq!(
-            hex_str(&sha1(&[b'a'; 55])),
-            "c1c8bbdc22796e28c0e15163d20899b65621d65a"
-        );
-        assert_eq!(
-            hex_str(&sha1(&[b'a'; 56])),
-            "c2db330f6083854c99d4b5bfb6e8f29f201be699"
-        );
-        assert_eq!(
-            hex_str(&sha1(&[b'a'; 64])),
-            "0098ba824b5c16427bd7a1122a5a442a25ec644d"
-        );
+        assert_eq!(hex_str(&sha1(&[b'a'; 55])), "c1c8bbdc22796e28c0e15163d20899b65621d65a");
+        assert_eq!(hex_str(&sha1(&[b'a'; 56])), "c2db330f6083854c99d4b5bfb6e8f29f201be699");
+        assert_eq!(hex_str(&sha1(&[b'a'; 64])), "0098ba824b5c16427bd7a1122a5a442a25ec644d");
     }
 
     #[test]

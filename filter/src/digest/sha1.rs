@@ -4,13 +4,7 @@ use super::{block_words, padded_len};
 
 /// SHA-1 digest of `msg`.
 pub const fn sha1(msg: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [
-        0x6745_2301,
-        0xEFCD_AB89,
-        0x98BA_DCFE,
-        0x1032_5476,
-        0xC3D2_E1F0,
-    ];
+    let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
     let blocks = padded_len(msg.len()) / 64;
     let mut b = 0;
     while b < blocks {
@@ -18,11 +12,7 @@ pub const fn sha1(msg: &[u8]) -> [u8; 20] {
         let mut w = [0u32; 80];
         let mut t = 0;
         while t < 80 {
-            w[t] = if t < 16 {
-                words[t]
-            } else {
-                (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1)
-            };
+            w[t] = if t < 16 { words[t] } else { (w[t - 3] ^ w[t - 8] ^ w[t - 14] ^ w[t - 16]).rotate_left(1) };
             t += 1;
         }
         let (mut a, mut bb, mut c, mut d, mut e) = (h[0], h[1], h[2], h[3], h[4]);
@@ -34,12 +24,7 @@ pub const fn sha1(msg: &[u8]) -> [u8; 20] {
                 2 => ((bb & c) | (bb & d) | (c & d), 0x8F1B_BCDC),
                 _ => (bb ^ c ^ d, 0xCA62_C1D6),
             };
-            let tmp = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(w[t]);
+            let tmp = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(w[t]);
             e = d;
             d = c;
             c = bb.rotate_left(30);

@@ -48,9 +48,7 @@ impl LimitState {
     /// The state of a limit nobody has used yet.
     pub fn empty(algorithm: Algorithm) -> LimitState {
         match algorithm {
-            Algorithm::SlidingWindow | Algorithm::FixedWindow => {
-                LimitState::Windows(WindowCounts::default())
-            }
+            Algorithm::SlidingWindow | Algorithm::FixedWindow => LimitState::Windows(WindowCounts::default()),
             Algorithm::TokenBucket => LimitState::Bucket(BucketState::default()),
             Algorithm::SlidingLog => LimitState::Log(LogState::default()),
             Algorithm::Gcra => LimitState::Gcra(GcraState::default()),
@@ -94,12 +92,7 @@ pub struct ClientModel {
 impl ClientModel {
     /// A client with these limits and no history.
     pub fn new(specs: &[LimitSpec]) -> ClientModel {
-        ClientModel {
-            limits: specs
-                .iter()
-                .map(|s| (*s, LimitState::empty(s.algorithm)))
-                .collect(),
-        }
+        ClientModel { limits: specs.iter().map(|s| (*s, LimitState::empty(s.algorithm))).collect() }
     }
 
     /// Decides one request. Windowed algorithms use `caller_now`, the others
@@ -109,11 +102,7 @@ impl ClientModel {
         let mut decisions = Vec::with_capacity(self.limits.len());
         let mut next = Vec::with_capacity(self.limits.len());
         for ((spec, state), cost) in self.limits.iter().zip(costs) {
-            let now = if spec.algorithm.windowed() {
-                caller_now
-            } else {
-                store_now
-            };
+            let now = if spec.algorithm.windowed() { caller_now } else { store_now };
             let (d, s) = state.check(spec, now, *cost);
             decisions.push(d);
             next.push(s);
@@ -154,10 +143,5 @@ pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Decis
 
 /// An allowed decision.
 pub(crate) fn allowed(remaining: i128, reset: i128) -> Decision {
-    Decision {
-        allowed: true,
-        remaining: to_u64(remaining),
-        reset_ms: to_u64(reset),
-        retry_after_ms: Some(0),
-    }
+    Decision { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
 }

@@ -21,23 +21,11 @@ impl BucketState {
         let need = i128::from(cost) * window;
         if tokens < need {
             let retry = (cost <= spec.burst).then(|| ceil_div(need - tokens, limit));
-            return (
-                denied(
-                    floor_div(tokens, window),
-                    ceil_div(capacity - tokens, limit),
-                    retry,
-                ),
-                self.clone(),
-            );
+            return (denied(floor_div(tokens, window), ceil_div(capacity - tokens, limit), retry), self.clone());
         }
         let left = tokens - need;
         let full_in = ceil_div(capacity - left, limit);
-        (
-            allowed(floor_div(left, window), full_in),
-            BucketState {
-                last: Some((left, now)),
-            },
-        )
+        (allowed(floor_div(left, window), full_in), BucketState { last: Some((left, now)) })
     }
 }
 
@@ -51,12 +39,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn refills_up_to_capacity_and_not_beyond() {
         // 10 per second, capacity 3.
-        let spec = LimitSpec {
-            algorithm: Algorithm::TokenBucket,
-            limit: 10,
-            window_ms: 1000,
-            burst: 3,
-        };
+        let spec = LimitSpec { algorithm: Algorithm::TokenBucket, limit: 10, window_ms: 1000, burst: 3 };
         let mut b = BucketState::default();
         for _ in 0..3 {
             let (d, next) = b.check(&spec, 0, 1);

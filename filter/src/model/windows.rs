@@ -13,9 +13,7 @@ pub struct WindowCounts {
 
 impl WindowCounts {
     fn count(&self, index: Option<u64>) -> i128 {
-        index
-            .and_then(|i| self.counts.get(&i))
-            .map_or(0, |c| i128::from(*c))
+        index.and_then(|i| self.counts.get(&i)).map_or(0, |c| i128::from(*c))
     }
 
     fn add(&self, index: u64, cost: u64) -> WindowCounts {
@@ -28,11 +26,7 @@ impl WindowCounts {
 
     /// fixed_window at `now`.
     pub fn check_fixed(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, WindowCounts) {
-        let (limit, window, cost_i) = (
-            i128::from(spec.limit),
-            i128::from(spec.window_ms),
-            i128::from(cost),
-        );
+        let (limit, window, cost_i) = (i128::from(spec.limit), i128::from(spec.window_ms), i128::from(cost));
         let index = now / spec.window_ms;
         let count = self.count(Some(index));
         let ends_in = window - i128::from(now % spec.window_ms);
@@ -40,19 +34,12 @@ impl WindowCounts {
             let retry = (cost_i <= limit).then_some(ends_in);
             return (denied(limit - count, ends_in, retry), self.clone());
         }
-        (
-            allowed(limit - count - cost_i, ends_in),
-            self.add(index, cost),
-        )
+        (allowed(limit - count - cost_i, ends_in), self.add(index, cost))
     }
 
     /// sliding_window at `now`.
     pub fn check_sliding(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, WindowCounts) {
-        let (limit, window, cost_i) = (
-            i128::from(spec.limit),
-            i128::from(spec.window_ms),
-            i128::from(cost),
-        );
+        let (limit, window, cost_i) = (i128::from(spec.limit), i128::from(spec.window_ms), i128::from(cost));
         let index = now / spec.window_ms;
         let elapsed = i128::from(now % spec.window_ms);
         let cur = self.count(Some(index));
@@ -72,22 +59,12 @@ impl WindowCounts {
             let retry = sliding_retry(prev, cur, cost_i, limit, window, elapsed);
             return (denied(left, reset, retry), self.clone());
         }
-        (
-            allowed(floor_div(full - used, window), 2 * window - elapsed),
-            self.add(index, cost),
-        )
+        (allowed(floor_div(full - used, window), 2 * window - elapsed), self.add(index, cost))
     }
 }
 
 /// First instant (ms from now) at which the estimate leaves room for `cost`.
-fn sliding_retry(
-    prev: i128,
-    cur: i128,
-    cost: i128,
-    limit: i128,
-    window: i128,
-    elapsed: i128,
-) -> Option<i128> {
+fn sliding_retry(prev: i128, cur: i128, cost: i128, limit: i128, window: i128, elapsed: i128) -> Option<i128> {
     if cost > limit {
         return None;
     }
@@ -98,11 +75,7 @@ fn sliding_retry(
             return Some(at - elapsed);
         }
     }
-    let at = if cur > 0 {
-        (window - floor_div((limit - cost) * window, cur)).max(0)
-    } else {
-        0
-    };
+    let at = if cur > 0 { (window - floor_div((limit - cost) * window, cur)).max(0) } else { 0 };
     if at < window {
         return Some(window - elapsed + at);
     }
@@ -115,12 +88,7 @@ mod tests {
     use crate::algorithm::Algorithm;
     use wasm_bindgen_test::wasm_bindgen_test;
 
-    const SW: LimitSpec = LimitSpec {
-        algorithm: Algorithm::SlidingWindow,
-        limit: 10,
-        window_ms: 1000,
-        burst: 10,
-    };
+    const SW: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 10, window_ms: 1000, burst: 10 };
 
     #[test]
     #[wasm_bindgen_test]

@@ -12,27 +12,14 @@ fn a_request_denied_by_the_hour_consumes_nothing_of_the_minute() {
         let hour = spec(Algorithm::FixedWindow, 3, 3_600_000, 3);
         for i in 0..3 {
             let d = f.decide("c1", T0 + i, &[minute, hour], 1);
-            assert!(
-                d.iter().all(|d| d.allowed),
-                "{}: request {i}",
-                minute_algo.name()
-            );
+            assert!(d.iter().all(|d| d.allowed), "{}: request {i}", minute_algo.name());
         }
         let before = f.snapshot();
         let d = f.decide("c1", T0 + 3, &[minute, hour], 1);
-        assert!(
-            d[0].allowed && !d[1].allowed,
-            "{}: minute allows, hour denies",
-            minute_algo.name()
-        );
+        assert!(d[0].allowed && !d[1].allowed, "{}: minute allows, hour denies", minute_algo.name());
         // An allowing limit reports its remaining as if the request were admitted.
         assert_eq!(d[0].remaining, 6, "{}", minute_algo.name());
-        assert_eq!(
-            f.snapshot(),
-            before,
-            "{}: the denied call changed a key",
-            minute_algo.name()
-        );
+        assert_eq!(f.snapshot(), before, "{}: the denied call changed a key", minute_algo.name());
     }
 }
 
@@ -44,8 +31,5 @@ fn retry_after_of_a_denied_call_is_zero_for_the_limits_that_allowed() {
     f.decide("c1", T0, &[a, b], 1);
     let d = f.decide("c1", T0 + 10, &[a, b], 1);
     assert_eq!((d[0].allowed, d[0].retry_after_ms), (false, Some(990)));
-    assert_eq!(
-        (d[1].allowed, d[1].retry_after_ms, d[1].remaining),
-        (true, Some(0), 3)
-    );
+    assert_eq!((d[1].allowed, d[1].retry_after_ms, d[1].remaining), (true, Some(0), 3));
 }

@@ -26,20 +26,13 @@ fn bad_costs_limits_and_windows_are_refused_with_state_untouched() {
         (2, "0", "limit 2: window must be a positive integer of ms"),
         (3, "0", "limit 2: burst must be a positive integer"),
         (0, "leaky", "limit 2: unknown algorithm"),
-        (
-            1,
-            "10000000000000",
-            "limit 2: limit, burst or cost times window is too large",
-        ),
+        (1, "10000000000000", "limit 2: limit, burst or cost times window is too large"),
     ];
     for &(field, value, message) in cases {
         let mut call = Fixture::call("c1", T0 + 1, &[good, sw], 1);
         call.args[2 + 5 + field] = value.to_string();
         let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0 + 1)).unwrap_err();
-        assert!(
-            err.contains(&format!("ratelimit: {message}")),
-            "{value}: got {err}"
-        );
+        assert!(err.contains(&format!("ratelimit: {message}")), "{value}: got {err}");
         assert_eq!(f.snapshot(), before, "{value} changed state");
     }
 }
@@ -51,39 +44,21 @@ fn malformed_calls_are_refused() {
     let mut call = Fixture::call("c1", T0, &[limit], 1);
     call.keys.pop();
     let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(
-        err.contains("ratelimit: expected 2 keys for these limits"),
-        "{err}"
-    );
+    assert!(err.contains("ratelimit: expected 2 keys for these limits"), "{err}");
 
     let mut call = Fixture::call("c1", T0, &[limit], 1);
     call.args[0] = "-5".into();
     let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(
-        err.contains("ratelimit: now must be a non-negative integer"),
-        "{err}"
-    );
+    assert!(err.contains("ratelimit: now must be a non-negative integer"), "{err}");
 
     let mut call = Fixture::call("c1", T0, &[limit], 1);
     call.args.pop();
     let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(
-        err.contains("ratelimit: expected 7 arguments for 1 limits"),
-        "{err}"
-    );
+    assert!(err.contains("ratelimit: expected 7 arguments for 1 limits"), "{err}");
 
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
-    let err = evalsha(
-        &mut f.conn,
-        &f.sha,
-        &Fixture::call("c1", T0, &[big], 1),
-        Some(T0),
-    )
-    .unwrap_err();
-    assert!(
-        err.contains("ratelimit: limit 1: sliding_log limit is at most 10000"),
-        "{err}"
-    );
+    let err = evalsha(&mut f.conn, &f.sha, &Fixture::call("c1", T0, &[big], 1), Some(T0)).unwrap_err();
+    assert!(err.contains("ratelimit: limit 1: sliding_log limit is at most 10000"), "{err}");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut f.conn).unwrap();
     assert!(keys.is_empty(), "refused calls wrote {keys:?}");
 }

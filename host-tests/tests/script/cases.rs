@@ -21,13 +21,7 @@ fn run(limit: LimitSpec, rows: &[Row]) {
             reset_ms,
             retry_after_ms: if retry < 0 { None } else { Some(retry as u64) },
         };
-        assert_eq!(
-            got,
-            vec![want],
-            "{} row {} (t={t}, cost={cost})",
-            limit.algorithm.name(),
-            i + 1
-        );
+        assert_eq!(got, vec![want], "{} row {} (t={t}, cost={cost})", limit.algorithm.name(), i + 1);
     }
 }
 
@@ -131,12 +125,7 @@ fn sliding_log_keeps_one_member_per_admitted_request_within_one_ms() {
     f.decide("c1", T0, &[limit], 2);
     f.decide("c1", T0, &[limit], 9); // denied: must not be logged
     let key = &Fixture::call("c1", T0, &[limit], 1).keys[0];
-    let members: Vec<String> = redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .query(&mut f.conn)
-        .unwrap();
+    let members: Vec<String> = redis::cmd("ZRANGE").arg(key).arg(0).arg(-1).query(&mut f.conn).unwrap();
     let want: Vec<String> = (0..5).map(|i| format!("{T0}:{i}")).collect();
     assert_eq!(members, want);
 }

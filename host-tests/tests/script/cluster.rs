@@ -14,45 +14,21 @@ fn multi_limit_calls_run_on_the_slot_owner_of_every_identity() {
     for node in &cluster.nodes {
         load(&mut node.connect(), SCRIPT);
     }
-    let limits: Vec<_> = Algorithm::ALL
-        .iter()
-        .map(|a| spec(*a, 5, 60_000, 5))
-        .collect();
+    let limits: Vec<_> = Algorithm::ALL.iter().map(|a| spec(*a, 5, 60_000, 5)).collect();
     let mut owners = std::collections::HashSet::new();
     for i in 0..24 {
         let call = Fixture::call(&format!("user{i}"), T0, &limits, 1);
         assert_eq!(call.keys.len(), 6);
         let owner = cluster.owner_of(&call.keys[0]);
         owners.insert(owner.port);
-        let decisions = evalsha(
-            &mut owner.connect(),
-            ratelimit::script::sha1_hex(),
-            &call,
-            None,
-        )
-        .unwrap_or_else(|e| panic!("user{i} on its owner: {e}"));
-        assert!(
-            decisions.iter().all(|d| d.allowed && d.remaining == 4),
-            "user{i}: {decisions:?}"
-        );
+        let decisions = evalsha(&mut owner.connect(), ratelimit::script::sha1_hex(), &call, None)
+            .unwrap_or_else(|e| panic!("user{i} on its owner: {e}"));
+        assert!(decisions.iter().all(|d| d.allowed && d.remaining == 4), "user{i}: {decisions:?}");
         // Any other node redirects: the keys are one slot, never CROSSSLOT.
         let other = cluster.nodes.iter().find(|n| n.port != owner.port).unwrap();
-        let err = evalsha(
-            &mut other.connect(),
-            ratelimit::script::sha1_hex(),
-            &call,
-            None,
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("MOVED") || err.contains("Moved"),
-            "user{i} elsewhere: {err}"
-        );
+        let err = evalsha(&mut other.connect(), ratelimit::script::sha1_hex(), &call, None).unwrap_err();
+        assert!(err.contains("MOVED") || err.contains("Moved"), "user{i} elsewhere: {err}");
         assert!(!err.contains("CROSSSLOT"), "{err}");
     }
-    assert_eq!(
-        owners.len(),
-        3,
-        "24 identities should spread over all 3 masters"
-    );
+    assert_eq!(owners.len(), 3, "24 identities should spread over all 3 masters");
 }

@@ -18,10 +18,7 @@ fn thirty_two_connections_admit_exactly_the_limit() {
     host_tests::script::load(&mut f.redis.connect(), SCRIPT);
     // The production script: TIME is the clock. An hour window keeps the
     // refill of the token bucket and GCRA below one request during the test.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let window = 3_600_000;
     let now = now - now % window + 1000; // far from a window edge
     for algo in Algorithm::ALL {
@@ -41,12 +38,6 @@ fn thirty_two_connections_admit_exactly_the_limit() {
             })
             .collect();
         let admitted: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
-        assert_eq!(
-            admitted as u64,
-            LIMIT,
-            "{}: {} attempts",
-            algo.name(),
-            CONNECTIONS * ATTEMPTS_EACH
-        );
+        assert_eq!(admitted as u64, LIMIT, "{}: {} attempts", algo.name(), CONNECTIONS * ATTEMPTS_EACH);
     }
 }

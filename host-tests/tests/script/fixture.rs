@@ -12,12 +12,7 @@ use ratelimit::model::LimitSpec;
 pub const T0: u64 = 1_700_000_000_000; // aligned to every window used here
 
 pub fn spec(algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64) -> LimitSpec {
-    LimitSpec {
-        algorithm,
-        limit,
-        window_ms,
-        burst,
-    }
+    LimitSpec { algorithm, limit, window_ms, burst }
 }
 
 pub struct Fixture {
@@ -36,25 +31,12 @@ impl Fixture {
 
     /// The call for `identity` deciding `limits` (one cost for all) at `now`.
     pub fn call(identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> ScriptCall {
-        let calls: Vec<LimitCall> = limits
-            .iter()
-            .map(|s| LimitCall {
-                rule: "r",
-                spec: *s,
-                cost,
-            })
-            .collect();
+        let calls: Vec<LimitCall> = limits.iter().map(|s| LimitCall { rule: "r", spec: *s, cost }).collect();
         ScriptCall::new("t", identity, now, &calls)
     }
 
     /// Decides at `now` on both clocks (caller and test store clock).
-    pub fn decide(
-        &mut self,
-        identity: &str,
-        now: u64,
-        limits: &[LimitSpec],
-        cost: u64,
-    ) -> Vec<Decision> {
+    pub fn decide(&mut self, identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> Vec<Decision> {
         let call = Fixture::call(identity, now, limits, cost);
         evalsha(&mut self.conn, &self.sha, &call, Some(now)).unwrap()
     }
@@ -98,10 +80,7 @@ pub struct TestClock {
 
 impl TestClock {
     pub fn new() -> TestClock {
-        TestClock {
-            start: Instant::now(),
-            now: T0,
-        }
+        TestClock { start: Instant::now(), now: T0 }
     }
 
     pub fn advance(&mut self, ms: u64) -> u64 {

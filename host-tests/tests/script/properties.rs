@@ -8,18 +8,8 @@ use ratelimit::model::{ClientModel, LimitSpec};
 use crate::fixture::{Fixture, TestClock};
 
 fn limit_spec() -> impl Strategy<Value = LimitSpec> {
-    (
-        0..5usize,
-        1..12u64,
-        prop::sample::select(vec![50u64, 120, 333, 1000, 2500]),
-        1..12u64,
-    )
-        .prop_map(|(a, limit, window_ms, burst)| LimitSpec {
-            algorithm: Algorithm::ALL[a],
-            limit,
-            window_ms,
-            burst,
-        })
+    (0..5usize, 1..12u64, prop::sample::select(vec![50u64, 120, 333, 1000, 2500]), 1..12u64)
+        .prop_map(|(a, limit, window_ms, burst)| LimitSpec { algorithm: Algorithm::ALL[a], limit, window_ms, burst })
 }
 
 /// A client's limits (distinct algorithm and window, as the config requires)
@@ -30,13 +20,7 @@ fn scenario() -> impl Strategy<Value = (Vec<LimitSpec>, Vec<(u64, u64)>)> {
         v.dedup_by_key(|s| (s.algorithm.code(), s.window_ms));
         v
     });
-    let steps = prop::collection::vec(
-        (
-            prop::sample::select(vec![0u64, 0, 1, 7, 40, 150, 700, 3000]),
-            1..4u64,
-        ),
-        1..60,
-    );
+    let steps = prop::collection::vec((prop::sample::select(vec![0u64, 0, 1, 7, 40, 150, 700, 3000]), 1..4u64), 1..60);
     (limits, steps)
 }
 
@@ -46,9 +30,7 @@ fn max_ttl(spec: &LimitSpec) -> i64 {
     match spec.algorithm {
         Algorithm::SlidingWindow => 2 * w,
         Algorithm::FixedWindow | Algorithm::SlidingLog => w,
-        Algorithm::TokenBucket | Algorithm::Gcra => {
-            (spec.burst as i64 * w + spec.limit as i64 - 1) / spec.limit as i64
-        }
+        Algorithm::TokenBucket | Algorithm::Gcra => (spec.burst as i64 * w + spec.limit as i64 - 1) / spec.limit as i64,
     }
 }
 
