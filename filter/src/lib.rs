@@ -1,16 +1,31 @@
 //! A distributed rate limiter for Envoy, as a proxy-wasm HTTP filter.
 //!
-//! Everything but [`glue`] is pure and host-independent, and is unit-tested
+//! Everything but `glue` is pure and host-independent, and is unit-tested
 //! natively and inside wasm32. `glue` is the only module that calls
-//! `proxy_wasm`.
+//! `proxy_wasm`; the host's services reach the rest through small traits
+//! (`RequestSource`, `SharedData`, `Metrics`).
 
 pub mod algorithm;
+pub mod breaker;
 pub mod call;
+pub mod config;
 pub mod decision;
+pub mod deny_cache;
 pub mod digest;
+pub mod fallback;
+pub mod fingerprint;
+pub mod identity;
 pub mod keys;
+pub mod matching;
+pub mod metrics;
 pub mod model;
+pub mod percent;
+pub mod pipeline;
+pub mod request;
+pub mod response;
 pub mod script;
+pub mod shared;
+pub mod store;
 
 // The host glue exists only in the shipped module, not in unit-test builds.
 #[cfg(all(target_arch = "wasm32", not(test)))]

@@ -1,0 +1,148 @@
+//! Reads a JSON object field by field, knowing each field's path, so every
+//! error names exactly where it is; unknown fields are refused.
+
+use serde_json::{Map, Value};
+
+use super::error::ConfigError;
+
+/// Result of reading configuration.
+pub type Result<T> = std::result::Result<T, ConfigError>;
+
+/// One JSON object of the configuration and its path.
+pub struct Obj<'a> {
+    path: String,
+    map: &'a Map<String, Value>,
+}
+
+/// The path of `field` inside `parent`.
+pub fn child(parent: &str, field: &str) -> String {
+    if parent.is_empty() {
+        field.to_string()
+    } else {
+        format!("{parent}.{field}")
+    }
+}
+
+impl<'a> Obj<'a> {
+    /// `value` as an object whose fields are all in `known`.
+    pub fn new(value: &'a Value, path: &str, known: &[&str]) -> Result<Obj<'a>> {
+        let map = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
+        if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
+            return Err(ConfigError::at(
+                &child(path, &printable(unknown)),
+                format!("unknown field (expected one of: {})", known.join(", ")),
+            ));
+        }
+        Ok(Obj { path: path.to_string(), map })
+    }
+
+    /// The path of one of this object's fields.
+    pub fn path_of(&self, field: &str) -> String {
+        child(&self.path, field)
+    }
+
+    /// A field's raw value, if present and not null.
+    pub fn value(&self, field: &str) -> Option<&'a Value> {
+        self.map.get(field).filter(|v| !v.is_null())
+    }
+
+    /// An optional string field.
+    pub fn str(&self, field: &str) -> Result<Option<&'a str>> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(v) => v.as_str().map(Some).ok_or_else(|| ConfigError::at(&self.path_of(field), "must be a string")),
+        }
+    }
+
+    /// A required string field.
+    pub fn required_str(&self, field: &str) -> Result<&'a str> {
+        self.str(field)?.ok_or_else(|| ConfigError::at(&self.path_of(field), "is required"))
+    }
+
+    /// An optional boolean field.
+    pub fn bool(&self, field: &str) -> Result<Option<bool>> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(v) => {
+                v.as_bool().map(Some).ok_or_else(|| ConfigError::at(&self.path_of(field), "must be true or false"))
+            }
+        }
+    }
+
+    /// An optional integer field within `min..=max`.
+    pub fn uint(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(v) => uint(v, &self.path_of(field), min, max).map(Some),
+        }
+    }
+
+    /// An optional array field.
+    pub fn array(&self, field: &str) -> Result<Option<&'a Vec<Value>>> {
+        match self.value(field) {
+            None => Ok(None),
+            Some(v) => v.as_array().map(Some).ok_or_else(|| ConfigError::at(&self.path_of(field), "must be an array")),
+        }
+    }
+}
+
+/// An integer within `min..=max`.
+pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
+    let n = match (v.as_u64(), v.as_i64()) {
+        (Some(n), _) => n,
+        (None, Some(_)) => return Err(ConfigError::at(path, format!("must be at least {min}"))),
+        _ => return Err(ConfigError::at(path, "must be an integer")),
+    };
+    if n < min {
+        Err(ConfigError::at(path, format!("must be at least {min}")))
+    } else if n > max {
+        Err(ConfigError::at(path, format!("must be at most {max}")))
+    } else {
+        Ok(n)
+    }
+}
+
+/// A name from the document made safe for one log line: printable ASCII,
+/// at most 64 characters.
+pub fn printable(s: &str) -> String {
+    let mut out: String = s.chars().take(64).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    if s.chars().count() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn unknown_fields_are_named_with_their_path() {
+        let v = json!({"a": 1, "zz": 2});
+        let err = Obj::new(&v, "store", &["a", "b"]).err().unwrap();
+        assert_eq!(err.to_string(), "store.zz: unknown field (expected one of: a, b)");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn integers_are_checked_for_type_and_range() {
+        let v = json!({"n": 0, "f": 1.5, "neg": -3, "s": "7", "big": 99});
+        let o = Obj::new(&v, "x", &["n", "f", "neg", "s", "big"]).unwrap();
+        assert_eq!(o.uint("n", 1, 10).unwrap_err().to_string(), "x.n: must be at least 1");
+        assert_eq!(o.uint("f", 1, 10).unwrap_err().to_string(), "x.f: must be an integer");
+        assert_eq!(o.uint("neg", 1, 10).unwrap_err().to_string(), "x.neg: must be at least 1");
+        assert_eq!(o.uint("s", 1, 10).unwrap_err().to_string(), "x.s: must be an integer");
+        assert_eq!(o.uint("big", 1, 10).unwrap_err().to_string(), "x.big: must be at most 10");
+        assert_eq!(o.uint("missing", 1, 10).unwrap(), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn log_output_of_names_is_bounded_and_printable() {
+        assert_eq!(printable("a\nb"), "a?b");
+        assert_eq!(printable(&"x".repeat(100)).len(), 67);
+    }
+}

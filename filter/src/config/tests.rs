@@ -1,0 +1,205 @@
+use super::*;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// The example of the configuration contract.
+pub const EXAMPLE: &str = r#"{ "domain": "shop",
+  "store": { "transport": "webdis", "cluster": "ratelimit_store", "authority": "webdis", "timeout_ms": 25 },
+  "client_ip": { "xff_trusted_hops": 0 },
+  "deny_cache": { "enabled": true, "slots": 4096 },
+  "response_headers": true,
+  "rules": [
+    { "name": "login",
+      "match": { "path_prefix": "/login", "methods": ["POST"], "headers": { "x-tier": "free" } },
+      "key": ["client_ip"],
+      "limits": [ { "algorithm": "sliding_log", "limit": 5, "window": "1h" } ],
+      "cost": 1,
+      "failure_mode": "closed",
+      "shadow": false },
+    { "name": "api",
+      "match": { "path_prefix": "/api/" },
+      "key": ["header:x-api-key"],
+      "limits": [ { "algorithm": "sliding_window", "limit": 100, "window": "1m" },
+                  { "algorithm": "fixed_window", "limit": 10000, "window": "1d" } ],
+      "failure_mode": "open",
+      "fleet_size": 4 } ] }"#;
+
+fn error_of(json: &str) -> String {
+    Config::parse(json.as_bytes()).unwrap_err().to_string()
+}
+
+/// The example with `rules[1]` replaced.
+fn with_api_rule(rule: &str) -> String {
+    let (head, _) = EXAMPLE.split_once(r#"{ "name": "api","#).unwrap();
+    format!("{head}{rule} ] }}")
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_documented_example_parses_with_its_values_and_defaults() {
+    let c = Config::parse(EXAMPLE.as_bytes()).unwrap();
+    assert_eq!(c.domain, "shop");
+    assert_eq!(c.store.transport, Transport::Webdis);
+    assert_eq!(
+        (c.store.cluster.as_str(), c.store.authority.as_str(), c.store.timeout_ms),
+        ("ratelimit_store", "webdis", 25)
+    );
+    assert_eq!(c.store.breaker, Breaker { failures: 3, open_ms: 30_000 });
+    assert_eq!(c.deny_cache, DenyCache { enabled: true, slots: 4096 });
+    let login = &c.rules[0];
+    assert_eq!(login.matcher.methods, ["POST"]);
+    assert_eq!(login.matcher.headers, [("x-tier".to_string(), "free".to_string())]);
+    assert_eq!(login.key, [KeyPart::ClientIp]);
+    assert_eq!(login.failure_mode, FailureMode::Closed);
+    assert_eq!(login.limits[0].spec.window_ms, 3_600_000);
+    let api = &c.rules[1];
+    assert_eq!(api.key, [KeyPart::Header("x-api-key".into())]);
+    assert_eq!((api.cost, api.fleet_size, api.shadow), (1, 4, false));
+    assert_eq!(api.limits[1].spec.window_ms, 86_400_000);
+    assert_eq!(c.groups.len(), 2, "different keys: separate calls");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn minimal_config_gets_every_default() {
+    let c = Config::parse(
+        br#"{"store":{"cluster":"s"},"rules":[{"name":"all","key":["client_ip"],"limits":[{"limit":10,"window":"1s"}]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(c.domain, "rl");
+    assert_eq!((c.store.authority.as_str(), c.store.timeout_ms), ("s", 25));
+    assert_eq!(c.xff_trusted_hops, 0);
+    assert!(c.response_headers);
+    let r = &c.rules[0];
+    assert_eq!(r.limits[0].spec.algorithm, crate::algorithm::Algorithm::SlidingWindow);
+    assert_eq!((r.cost, r.fleet_size, r.failure_mode, r.shadow), (1, 1, FailureMode::Open, false));
+    assert_eq!(r.matcher, Matcher::default());
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn burst_defaults_to_the_limit_for_token_bucket_and_one_for_gcra() {
+    let c = Config::parse(
+        with_api_rule(
+            r#"{"name":"a","key":["client_ip"],"limits":[
+        {"algorithm":"token_bucket","limit":10,"window":"1s"},
+        {"algorithm":"gcra","limit":10,"window":"1m"},
+        {"algorithm":"gcra","limit":10,"window":"1h","burst":4}]}"#,
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let b: Vec<u64> = c.rules[1].limits.iter().map(|l| l.spec.burst).collect();
+    assert_eq!(b, [10, 1, 4]);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn each_bad_config_is_refused_with_its_field_and_reason() {
+    let cases: &[(&str, &str)] = &[
+        ("{", "configuration: not valid JSON: EOF while parsing an object at line 1 column 1"),
+        (
+            r#"{"store":{"cluster":"s"},"rules":[],"extra":1}"#,
+            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, rules)",
+        ),
+        (r#"{"rules":[]}"#, "store: is required"),
+        (r#"{"store":{"cluster":"s"},"rules":[]}"#, "rules: must hold 1 to 64 rules"),
+        (
+            r#"{"store":{"cluster":"s","transport":"redis"},"rules":[]}"#,
+            "store.transport: \"redis\" needs the Redis-call build (ratelimit-redis.wasm); this module speaks webdis",
+        ),
+        (r#"{"store":{"cluster":"s","timeout_ms":0},"rules":[]}"#, "store.timeout_ms: must be at least 1"),
+        (
+            r#"{"store":{"cluster":"s","password":"x"},"rules":[]}"#,
+            "store.password: applies to transport \"redis\" only (webdis holds its own Redis credentials)",
+        ),
+        (
+            r#"{"store":{"cluster":"s","circuit_breaker":{"open":"soon"}},"rules":[]}"#,
+            "store.circuit_breaker.open: must be a duration like \"250ms\", \"1s\", \"30s\", \"1m\", \"1h\" or \"1d\"",
+        ),
+        (
+            r#"{"domain":"A B","store":{"cluster":"s"},"rules":[]}"#,
+            "domain: must be 1 to 32 characters of a-z, 0-9, _, - and .",
+        ),
+        (
+            r#"{"store":{"cluster":"s"},"client_ip":{"xff_trusted_hops":-1},"rules":[]}"#,
+            "client_ip.xff_trusted_hops: must be at least 0",
+        ),
+    ];
+    for (json, want) in cases {
+        assert_eq!(error_of(json), *want, "{json}");
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn each_bad_rule_is_refused_with_its_path_and_reason() {
+    let cases: &[(&str, &str)] = &[
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":0,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be at least 1"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burstt":2}]}"#, "rules[1].limits[0].burstt: unknown field (expected one of: algorithm, limit, window, burst)"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"5 minutes"}]}"#, "rules[1].limits[0].window: must be a duration like \"250ms\", \"1s\", \"30s\", \"1m\", \"1h\" or \"1d\""),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5.5,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be an integer"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","algorithm":"leaky"}]}"#, "rules[1].limits[0].algorithm: must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burst":3}]}"#, "rules[1].limits[0].burst: applies to token_bucket and gcra only"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s"},{"limit":9,"window":"1s"}]}"#, "rules[1].limits[1]: repeats the algorithm and window of an earlier limit of this rule"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"algorithm":"sliding_log","limit":10001,"window":"1s"}]}"#, "rules[1].limits[0].limit: sliding_log keeps one entry per request: at most 10000"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":100000000000,"window":"1d"}]}"#, "rules[1].limits[0]: limit (or burst) times the window in ms must stay below 2^53"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[]}"#, "rules[1].limits: must hold 1 to 16 limits"),
+        (r#"{"name":"login","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: \"login\" is used by an earlier rule"),
+        (r#"{"name":"Api","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: must be 1 to 64 characters of a-z, 0-9, _ and -"),
+        (r#"{"name":"api","key":["cookie"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: must be client_ip, path, method, authority, header:<name>, query:<name> or literal:<text>"),
+        (r#"{"name":"api","key":[],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key: must name at least one part"),
+        (r#"{"name":"api","key":["header:bad name"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: names an invalid header"),
+        (r#"{"name":"api","match":{"path_prefix":"api"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: must start with /"),
+        (r#"{"name":"api","match":{"methods":["post"]},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.methods[0]: must be an HTTP method in upper case, like \"POST\""),
+        (r#"{"name":"api","match":{"headers":{"x-a":1}},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.headers.x-a: must be a string"),
+        (r#"{"name":"api","key":["path"],"cost":6,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: 6 can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"cost":2,"limits":[{"algorithm":"gcra","limit":50,"window":"1s"}]}"#, "rules[1].cost: 2 can never be admitted by limits[0], which holds at most 1"),
+        (r#"{"name":"api","key":["path"],"fleet_size":6,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].fleet_size: 6 leaves limits[0] a fallback share below the cost (limit / fleet_size must be at least 1)"),
+        (r#"{"name":"api","key":["path"],"failure_mode":"maybe","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].failure_mode: must be \"open\" or \"closed\""),
+        (r#"{"name":"api","key":["path"],"shadow":"yes","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow: must be true or false"),
+    ];
+    for (rule, want) in cases {
+        assert_eq!(error_of(&with_api_rule(rule)), *want, "{rule}");
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_store_call_too_big_for_webdis_is_refused_at_load() {
+    let name = "r".repeat(60);
+    let limits: Vec<String> =
+        (1..=16).map(|i| format!(r#"{{"algorithm":"sliding_window","limit":5,"window":"{i}s"}}"#)).collect();
+    let rule = format!(r#"{{"name":"{name}","key":["client_ip"],"limits":[{}]}}"#, limits.join(","));
+    let err = error_of(&with_api_rule(&rule));
+    assert!(
+        err.starts_with("rules[1]: with the rules before it that share its key, one store call could need "),
+        "{err}"
+    );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn rules_with_the_same_key_and_shadow_flag_share_one_call() {
+    let json = r#"{"store":{"cluster":"s"},"rules":[
+        {"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]},
+        {"name":"b","key":["header:x"],"limits":[{"limit":5,"window":"1s"}]},
+        {"name":"c","key":["client_ip"],"limits":[{"limit":5,"window":"1m"}]},
+        {"name":"d","key":["client_ip"],"shadow":true,"limits":[{"limit":5,"window":"1s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    let groups: Vec<Vec<usize>> = c.groups.iter().map(|g| g.rules.clone()).collect();
+    assert_eq!(groups, [vec![0, 2], vec![1], vec![3]]);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn changing_a_limit_changes_its_fingerprint_and_nothing_else_does() {
+    let fp = |limit: u64, rule: &str| {
+        let json = format!(
+            r#"{{"store":{{"cluster":"s"}},"rules":[{{"name":"{rule}","key":["client_ip"],"limits":[{{"limit":{limit},"window":"1s"}}]}}]}}"#
+        );
+        Config::parse(json.as_bytes()).unwrap().rules[0].limits[0].fingerprint
+    };
+    assert_eq!(fp(5, "a"), fp(5, "a"));
+    assert_ne!(fp(5, "a"), fp(6, "a"));
+    assert_ne!(fp(5, "a"), fp(5, "b"));
+}

@@ -1,0 +1,107 @@
+//! The local fallback bucket: while the store fails, an open rule admits at
+//! most limit / fleet_size per window per identity on this proxy, counted in
+//! shared data so every worker of the proxy spends the same budget.
+//!
+//! Aligned windows, one counter per (rule, limit, identity) in a fixed set
+//! of slots. Two identities that share a slot take it over from each other
+//! (a reset count): during an outage that can only admit more, never less.
+
+use crate::decision::Decision;
+use crate::shared::{read_u64s, write_u64s, SharedData};
+
+/// One limit to charge in the fallback.
+#[derive(Clone, Copy, Debug)]
+pub struct FallbackLimit {
+    /// Fingerprint of (rule, limit, identity).
+    pub fingerprint: u64,
+    /// This proxy's share: limit / fleet_size.
+    pub share: u64,
+    /// Window length in ms.
+    pub window_ms: u64,
+}
+
+const ATTEMPTS: usize = 8;
+
+fn slot_key(fp: u64, slots: u32) -> String {
+    format!("ratelimit.fallback.{}", fp % u64::from(slots.max(1)))
+}
+
+/// Decides one rule's limits locally, all or nothing; returns one decision
+/// per limit. Charges `cost` to each if all allow.
+pub fn admit<S: SharedData + ?Sized>(
+    shared: &S,
+    slots: u32,
+    limits: &[FallbackLimit],
+    cost: u64,
+    now_ms: u64,
+) -> Vec<Decision> {
+    for _ in 0..ATTEMPTS {
+        let mut reads = Vec::with_capacity(limits.len());
+        let mut decisions = Vec::with_capacity(limits.len());
+        for l in limits {
+            let key = slot_key(l.fingerprint, slots);
+            let window = l.window_ms.max(1);
+            let index = now_ms / window;
+            let got = shared.get(&key);
+            let count = match got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)) {
+                Some([fp, i, c]) if fp == l.fingerprint && i == index => c,
+                _ => 0,
+            };
+            let ends_in = window - now_ms % window;
+            let allowed = count + cost <= l.share;
+            let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
+            decisions.push(Decision {
+                allowed,
+                remaining,
+                reset_ms: ends_in,
+                retry_after_ms: if allowed { Some(0) } else { Some(ends_in) },
+            });
+            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, index, count + cost]));
+        }
+        if decisions.iter().any(|d| !d.allowed) {
+            return decisions;
+        }
+        // Each CAS guards one slot; if another worker moved any of them,
+        // decide again from fresh counts.
+        if reads.iter().all(|(key, cas, next)| shared.set(key, &write_u64s(*next), *cas)) {
+            return decisions;
+        }
+    }
+    // Persistent contention: refuse rather than admit uncounted.
+    limits
+        .iter()
+        .map(|l| Decision { allowed: false, remaining: 0, reset_ms: l.window_ms, retry_after_ms: Some(1) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shared::fake::FakeShared;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn limit(fp: u64, share: u64) -> FallbackLimit {
+        FallbackLimit { fingerprint: fp, share, window_ms: 1000 }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn admits_exactly_the_share_per_window() {
+        let shared = FakeShared::default();
+        let admitted = (0..10).filter(|_| admit(&shared, 64, &[limit(1, 3)], 1, 5_500)[0].allowed).count();
+        assert_eq!(admitted, 3);
+        let d = admit(&shared, 64, &[limit(1, 3)], 1, 5_999);
+        assert_eq!((d[0].allowed, d[0].retry_after_ms), (false, Some(1)));
+        assert!(admit(&shared, 64, &[limit(1, 3)], 1, 6_000)[0].allowed, "the next window starts afresh");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn all_or_nothing_across_a_rules_limits() {
+        let shared = FakeShared::default();
+        assert!(admit(&shared, 64, &[limit(1, 5), limit(2, 1)], 1, 0).iter().all(|d| d.allowed));
+        let d = admit(&shared, 64, &[limit(1, 5), limit(2, 1)], 1, 1);
+        assert!(d[0].allowed && !d[1].allowed);
+        assert_eq!(admit(&shared, 64, &[limit(1, 5)], 1, 2)[0].remaining, 3, "the denied request spent nothing");
+    }
+}

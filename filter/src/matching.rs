@@ -1,0 +1,59 @@
+//! Whether a rule applies to a request.
+
+use crate::config::Matcher;
+use crate::request::{Request, RequestSource};
+
+impl Matcher {
+    /// True when every condition given holds (none given: every request).
+    pub fn matches<S: RequestSource + ?Sized>(&self, req: &Request<'_, S>) -> bool {
+        if let Some(prefix) = &self.path_prefix {
+            if !req.path().is_some_and(|p| p.starts_with(prefix.as_str())) {
+                return false;
+            }
+        }
+        if !self.methods.is_empty() && !req.method().is_some_and(|m| self.methods.iter().any(|x| x == m)) {
+            return false;
+        }
+        self.headers.iter().all(|(name, value)| req.header(name).is_some_and(|v| v == *value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Matcher;
+    use crate::request::fake::FakeRequest;
+    use crate::request::Request;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn login() -> Matcher {
+        Matcher {
+            path_prefix: Some("/login".into()),
+            methods: vec!["POST".into()],
+            headers: vec![("x-tier".into(), "free".into())],
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn every_condition_must_hold() {
+        let m = login();
+        let yes = FakeRequest::new("POST", "/login?next=/").with("x-tier", "free");
+        assert!(m.matches(&Request::new(&yes)));
+        let encoded = FakeRequest::new("POST", "/%6Cogin").with("x-tier", "free");
+        assert!(m.matches(&Request::new(&encoded)), "an escaped path still matches");
+        for no in [
+            FakeRequest::new("GET", "/login").with("x-tier", "free"),
+            FakeRequest::new("POST", "/logout").with("x-tier", "free"),
+            FakeRequest::new("POST", "/login").with("x-tier", "pro"),
+            FakeRequest::new("POST", "/login"),
+        ] {
+            assert!(!m.matches(&Request::new(&no)));
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn an_empty_matcher_matches_everything() {
+        assert!(Matcher::default().matches(&Request::new(&FakeRequest::new("GET", "/anything"))));
+    }
+}

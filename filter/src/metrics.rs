@@ -1,0 +1,92 @@
+//! What the filter counts, per rule.
+
+/// A counted event of one rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Event {
+    /// Admitted by the store.
+    Allowed,
+    /// Denied (store or deny cache) and rejected.
+    Denied,
+    /// Would have been denied; shadow mode let it through.
+    ShadowDenied,
+    /// Answered from the deny cache, no store call.
+    DenyCacheHit,
+    /// The store call failed.
+    StoreError,
+    /// Store unavailable, admitted by the local fallback bucket.
+    FallbackAllowed,
+    /// Store unavailable, denied by the local fallback bucket.
+    FallbackDenied,
+    /// Store unavailable, fail-closed rule answered 503.
+    FailClosed,
+}
+
+impl Event {
+    /// Every event, in metric-definition order.
+    pub const ALL: [Event; 8] = [
+        Event::Allowed,
+        Event::Denied,
+        Event::ShadowDenied,
+        Event::DenyCacheHit,
+        Event::StoreError,
+        Event::FallbackAllowed,
+        Event::FallbackDenied,
+        Event::FailClosed,
+    ];
+
+    /// The metric name's last part.
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Allowed => "allowed",
+            Event::Denied => "denied",
+            Event::ShadowDenied => "shadow_denied",
+            Event::DenyCacheHit => "deny_cache_hits",
+            Event::StoreError => "store_errors",
+            Event::FallbackAllowed => "fallback_allowed",
+            Event::FallbackDenied => "fallback_denied",
+            Event::FailClosed => "fail_closed",
+        }
+    }
+
+    /// Position in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Where counts go (Envoy stats through the host; a map in tests).
+pub trait Metrics {
+    /// Counts one `event` of rule number `rule`.
+    fn count(&self, rule: usize, event: Event);
+}
+
+/// The full metric name of one rule's event.
+pub fn metric_name(rule: &str, event: Event) -> String {
+    format!("ratelimit.{rule}.{}", event.name())
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! Counts in a map, for tests.
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use super::{Event, Metrics};
+
+    /// Counted events.
+    #[derive(Default)]
+    pub struct FakeMetrics(pub RefCell<HashMap<(usize, Event), u64>>);
+
+    impl FakeMetrics {
+        /// Count of one rule's event.
+        pub fn get(&self, rule: usize, event: Event) -> u64 {
+            self.0.borrow().get(&(rule, event)).copied().unwrap_or(0)
+        }
+    }
+
+    impl Metrics for FakeMetrics {
+        fn count(&self, rule: usize, event: Event) {
+            *self.0.borrow_mut().entry((rule, event)).or_insert(0) += 1;
+        }
+    }
+}

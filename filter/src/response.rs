@@ -1,0 +1,142 @@
+//! What the client sees: rate-limit headers, the 429 and the 503.
+
+use crate::decision::Decision;
+
+/// One limit's outcome as the headers describe it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shown {
+    /// The limit value (for a fallback bucket: this proxy's share).
+    pub limit: u64,
+    /// The decision.
+    pub decision: Decision,
+}
+
+/// A response the filter sends itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalReply {
+    /// 429 or 503.
+    pub status: u32,
+    /// Headers (lower-case names).
+    pub headers: Vec<(&'static str, String)>,
+    /// JSON body.
+    pub body: String,
+}
+
+/// Header list.
+pub type Headers = Vec<(&'static str, String)>;
+
+fn ceil_seconds(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// Retry-After in whole seconds: rounded up, at least 1.
+pub fn retry_after_seconds(d: &Decision) -> u64 {
+    ceil_seconds(d.retry_after_ms.unwrap_or(d.reset_ms)).max(1)
+}
+
+/// The most restrictive of several outcomes: among denials, the one that
+/// lasts longest; otherwise the least remaining (ties: the latest reset).
+pub fn most_restrictive(shown: &[Shown]) -> Option<Shown> {
+    let denied = shown.iter().filter(|s| !s.decision.allowed);
+    if let Some(worst) = denied.max_by_key(|s| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms)) {
+        return Some(*worst);
+    }
+    shown.iter().min_by_key(|s| (s.decision.remaining, u64::MAX - s.decision.reset_ms)).copied()
+}
+
+/// X-RateLimit-* (Reset in Unix seconds) and RateLimit-* (Reset in seconds
+/// from now): they differ on purpose.
+pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
+    let limit = s.limit.to_string();
+    let remaining = s.decision.remaining.to_string();
+    vec![
+        ("x-ratelimit-limit", limit.clone()),
+        ("x-ratelimit-remaining", remaining.clone()),
+        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.decision.reset_ms)).to_string()),
+        ("ratelimit-limit", limit),
+        ("ratelimit-remaining", remaining),
+        ("ratelimit-reset", ceil_seconds(s.decision.reset_ms).to_string()),
+    ]
+}
+
+/// The 429 for a request `rule` denied.
+pub fn too_many_requests(rule: &str, s: &Shown, now_ms: u64, with_headers: bool) -> LocalReply {
+    let retry = retry_after_seconds(&s.decision);
+    let mut headers = vec![("content-type", "application/json".to_string()), ("retry-after", retry.to_string())];
+    if with_headers {
+        headers.extend(rate_limit_headers(s, now_ms));
+    }
+    // Rule names are [a-z0-9_-]: nothing to escape in the JSON.
+    let body = format!("{{\"error\":\"rate_limited\",\"rule\":\"{rule}\",\"retry_after\":{retry}}}");
+    LocalReply { status: 429, headers, body }
+}
+
+/// The 503 of a fail-closed rule whose store is unavailable.
+pub fn unavailable() -> LocalReply {
+    LocalReply {
+        status: 503,
+        headers: vec![("content-type", "application/json".to_string()), ("retry-after", "1".to_string())],
+        body: "{\"error\":\"rate_limiter_unavailable\"}".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
+        Shown { limit: 5, decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) } }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn headers_give_unix_and_relative_resets_rounded_up() {
+        let h = rate_limit_headers(&shown(true, 3, 1500, 0), 1_700_000_000_200);
+        assert_eq!(
+            h,
+            vec![
+                ("x-ratelimit-limit", "5".to_string()),
+                ("x-ratelimit-remaining", "3".to_string()),
+                ("x-ratelimit-reset", "1700000002".to_string()),
+                ("ratelimit-limit", "5".to_string()),
+                ("ratelimit-remaining", "3".to_string()),
+                ("ratelimit-reset", "2".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_429_rounds_retry_after_up_and_never_below_one() {
+        let r = too_many_requests("login", &shown(false, 0, 900, 1), 0, false);
+        assert_eq!(r.status, 429);
+        assert_eq!(r.headers, vec![("content-type", "application/json".to_string()), ("retry-after", "1".to_string())]);
+        assert_eq!(r.body, r#"{"error":"rate_limited","rule":"login","retry_after":1}"#);
+        let r = too_many_requests("api", &shown(false, 0, 9000, 2001), 0, true);
+        assert_eq!(r.body, r#"{"error":"rate_limited","rule":"api","retry_after":3}"#);
+        assert_eq!(r.headers.len(), 8);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn the_most_restrictive_limit_speaks() {
+        let a = shown(true, 7, 1000, 0);
+        let b = shown(true, 2, 500, 0);
+        let c = shown(true, 2, 900, 0);
+        assert_eq!(most_restrictive(&[a, b, c]), Some(c), "least remaining, then latest reset");
+        let d = shown(false, 0, 100, 50);
+        let e = shown(false, 0, 100, 700);
+        assert_eq!(most_restrictive(&[a, d, e, b]), Some(e), "the denial that lasts longest");
+        assert_eq!(most_restrictive(&[]), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn the_503_is_not_a_rate_limit() {
+        let r = unavailable();
+        assert_eq!(r.status, 503);
+        assert_eq!(r.body, r#"{"error":"rate_limiter_unavailable"}"#);
+        assert!(r.headers.contains(&("retry-after", "1".to_string())));
+    }
+}

@@ -1,0 +1,63 @@
+//! Talking to the store: what a reply can be, and the transports' codecs.
+
+pub mod webdis;
+
+use std::fmt;
+
+use crate::decision::Decision;
+
+/// Why a store call gave no decision; the rule's failure policy applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// A non-200 HTTP status (Envoy reports connect failures as 503 and
+    /// timeouts as 504).
+    Status(u32),
+    /// The call could not be started (unknown cluster, bad arguments).
+    Dispatch,
+    /// Redis answered with an error reply.
+    Redis(String),
+    /// The reply could not be decoded.
+    Malformed(&'static str),
+    /// The script was missing again right after it was loaded.
+    ScriptMissing,
+    /// The circuit breaker is open: no call was made.
+    BreakerOpen,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Status(s) => write!(f, "store answered HTTP {s}"),
+            StoreError::Dispatch => write!(f, "store call could not be dispatched"),
+            StoreError::Redis(e) => write!(f, "redis error: {e}"),
+            StoreError::Malformed(what) => write!(f, "malformed store reply: {what}"),
+            StoreError::ScriptMissing => write!(f, "script still missing after loading it"),
+            StoreError::BreakerOpen => write!(f, "circuit breaker open"),
+        }
+    }
+}
+
+/// What a decision call returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// One decision per limit, in call order.
+    Decisions(Vec<Decision>),
+    /// The script is not in the store's cache: load it and retry once.
+    NoScript,
+}
+
+/// Turns the script's flat integers into `expected` decisions.
+pub fn decisions_from_ints(ints: &[i64], expected: usize) -> Result<Vec<Decision>, StoreError> {
+    if ints.len() != expected * 4 {
+        return Err(StoreError::Malformed("wrong number of values for the limits asked"));
+    }
+    ints.chunks_exact(4)
+        .map(|c| Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or(StoreError::Malformed("impossible decision values")))
+        .collect()
+}
+
+/// A Redis error reply, bounded and made printable for logs.
+pub fn redis_error(msg: &str) -> StoreError {
+    let clean: String = msg.chars().take(200).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    StoreError::Redis(clean)
+}

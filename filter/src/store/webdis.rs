@@ -1,0 +1,203 @@
+//! webdis: Redis commands over HTTP (stock Envoy's `dispatch_http_call`).
+//!
+//! EVALSHA goes as `POST /` with the body `EVALSHA/<sha>/<n>/<keys>/<args>`,
+//! every argument percent-encoded; the last argument is always a number, so
+//! webdis's output-format suffixes (`.json`, `.txt`) can never be triggered.
+//! webdis 0.1.9 stalls on POST bodies beyond about 4 KB, so the script is
+//! loaded with `PUT /SCRIPT/LOAD` (the raw body becomes the argument) and
+//! configurations whose worst-case call would exceed the bound are refused.
+//! Redis errors arrive as HTTP 200 with `[false, "<message>"]`.
+
+use serde_json::Value;
+
+use super::{decisions_from_ints, redis_error, Reply, StoreError};
+use crate::call::{LimitCall, ScriptCall};
+use crate::config::{Config, ConfigError};
+use crate::identity::MAX_IDENTITY;
+use crate::percent::encode_into;
+use crate::script::sha1_hex;
+
+/// The largest EVALSHA body webdis reliably takes.
+pub const MAX_BODY: usize = 4000;
+
+/// An HTTP request to webdis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebdisRequest {
+    /// POST or PUT.
+    pub method: &'static str,
+    /// The path.
+    pub path: &'static str,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// The EVALSHA request for `call`.
+pub fn evalsha(call: &ScriptCall) -> WebdisRequest {
+    let mut body =
+        String::with_capacity(64 + call.keys.iter().map(|k| k.len() + 8).sum::<usize>() + call.args.len() * 8);
+    body.push_str("EVALSHA/");
+    body.push_str(sha1_hex());
+    body.push('/');
+    body.push_str(&call.keys.len().to_string());
+    for part in call.keys.iter().chain(call.args.iter()) {
+        body.push('/');
+        encode_into(&mut body, part);
+    }
+    WebdisRequest { method: "POST", path: "/", body: body.into_bytes() }
+}
+
+/// The request that loads the script into Redis's cache.
+pub fn script_load() -> WebdisRequest {
+    WebdisRequest { method: "PUT", path: "/SCRIPT/LOAD", body: crate::script::SCRIPT.as_bytes().to_vec() }
+}
+
+/// Decodes the reply to an EVALSHA deciding `limits` limits.
+pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result<Reply, StoreError> {
+    match decode(status, body, "EVALSHA")? {
+        Value::Array(items) => match items.first() {
+            Some(Value::Bool(false)) => {
+                let msg = items.get(1).and_then(Value::as_str).unwrap_or("");
+                if msg.starts_with("NOSCRIPT") {
+                    Ok(Reply::NoScript)
+                } else {
+                    Err(redis_error(msg))
+                }
+            }
+            _ => {
+                let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
+                let ints = ints.ok_or(StoreError::Malformed("non-integer in the decision"))?;
+                decisions_from_ints(&ints, limits).map(Reply::Decisions)
+            }
+        },
+        _ => Err(StoreError::Malformed("the decision is not an array")),
+    }
+}
+
+/// Checks the reply to `script_load`: the store must name the same SHA-1.
+pub fn decode_script_load(status: Option<u32>, body: &[u8]) -> Result<(), StoreError> {
+    match decode(status, body, "SCRIPT")? {
+        Value::String(sha) if sha == sha1_hex() => Ok(()),
+        Value::String(_) => Err(StoreError::Malformed("the store hashed the script differently")),
+        Value::Array(items) => Err(redis_error(items.get(1).and_then(Value::as_str).unwrap_or(""))),
+        _ => Err(StoreError::Malformed("SCRIPT LOAD reply")),
+    }
+}
+
+fn decode(status: Option<u32>, body: &[u8], command: &str) -> Result<Value, StoreError> {
+    match status {
+        Some(200) => {}
+        Some(s) => return Err(StoreError::Status(s)),
+        None => return Err(StoreError::Malformed("no :status")),
+    }
+    let mut doc: Value = serde_json::from_slice(body).map_err(|_| StoreError::Malformed("not JSON"))?;
+    doc.get_mut(command).map(Value::take).ok_or(StoreError::Malformed("reply names another command"))
+}
+
+/// Refuses a configuration whose largest possible call would not fit
+/// webdis's body bound: every rule of one key group matching, the longest
+/// identity, the longest window index.
+pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
+    let identity = "x".repeat(MAX_IDENTITY);
+    let now = 9_999_999_999_999; // 13 digits: ms since the epoch until year 2286
+    for group in &config.groups {
+        let mut limits = Vec::new();
+        for &r in &group.rules {
+            let rule = &config.rules[r];
+            limits.extend(rule.limits.iter().map(|l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost }));
+            let call = ScriptCall::new(&config.domain, &identity, now, &limits);
+            let size = evalsha(&call).body.len();
+            if size > MAX_BODY {
+                return Err(ConfigError::at(
+                    &format!("rules[{r}]"),
+                    format!(
+                        "with the rules before it that share its key, one store call could need {size} bytes; webdis takes at most {MAX_BODY} (use fewer limits or shorter rule names)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Algorithm;
+    use crate::decision::Decision;
+    use crate::model::LimitSpec;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    fn call() -> ScriptCall {
+        let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
+        ScriptCall::new("rl", "1.2.3.4", 5_000, &[LimitCall { rule: "api", spec, cost: 1 }])
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn evalsha_body_encodes_keys_and_ends_with_a_number() {
+        let req = evalsha(&call());
+        let body = String::from_utf8(req.body).unwrap();
+        assert_eq!(
+            body,
+            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1", sha1_hex())
+        );
+        assert_eq!((req.method, req.path), ("POST", "/"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn decisions_noscript_and_errors_are_told_apart() {
+        let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, 1).unwrap();
+        assert_eq!(
+            ok,
+            Reply::Decisions(vec![Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) }])
+        );
+        let noscript = br#"{"EVALSHA":[false,"NOSCRIPT No matching script. Please use EVAL."]}"#;
+        assert_eq!(decode_evalsha(Some(200), noscript, 1), Ok(Reply::NoScript));
+        let err = br#"{"EVALSHA":[false,"ERR ratelimit: limit 1: cost must be a positive integer"]}"#;
+        assert_eq!(
+            decode_evalsha(Some(200), err, 1),
+            Err(StoreError::Redis("ERR ratelimit: limit 1: cost must be a positive integer".into()))
+        );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn statuses_and_garbage_are_store_errors() {
+        assert_eq!(decode_evalsha(Some(503), b"upstream connect error", 1), Err(StoreError::Status(503)));
+        assert_eq!(decode_evalsha(Some(504), b"upstream request timeout", 1), Err(StoreError::Status(504)));
+        assert_eq!(decode_evalsha(None, b"", 1), Err(StoreError::Malformed("no :status")));
+        assert_eq!(decode_evalsha(Some(200), b"{\"EVALSHA\":[1,4", 1), Err(StoreError::Malformed("not JSON")));
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 1),
+            Err(StoreError::Malformed("reply names another command"))
+        );
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 1),
+            Err(StoreError::Malformed("wrong number of values for the limits asked"))
+        );
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, 1),
+            Err(StoreError::Malformed("non-integer in the decision"))
+        );
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"EVALSHA":[7,4,0,0]}"#, 1),
+            Err(StoreError::Malformed("impossible decision values"))
+        );
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, 1),
+            Err(StoreError::Malformed("the decision is not an array"))
+        );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn script_load_must_name_our_sha() {
+        let ok = format!("{{\"SCRIPT\":\"{}\"}}", sha1_hex());
+        assert_eq!(decode_script_load(Some(200), ok.as_bytes()), Ok(()));
+        assert_eq!(
+            decode_script_load(Some(200), br#"{"SCRIPT":"0000"}"#),
+            Err(StoreError::Malformed("the store hashed the script differently"))
+        );
+    }
+}
