@@ -7,8 +7,13 @@
 // so panicking with a clear message is the right response here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod backend;
+pub mod envoy;
+pub mod http;
 pub mod paths;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod script;
+pub mod stack;
+pub mod webdis;

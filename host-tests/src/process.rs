@@ -31,15 +31,18 @@ impl Guard {
         self.child.as_ref().map_or(0, Child::id)
     }
 
-    /// Sends a signal to the process (e.g. "STOP", "CONT", "KILL").
+    /// Sends a signal to the process (e.g. "STOP", "CONT", "KILL"); nothing
+    /// if it was stopped already (never `kill 0`, the whole group).
     pub fn signal(&self, sig: &str) {
-        let _ = Command::new("kill").arg(format!("-{sig}")).arg(self.pid().to_string()).status();
+        if let Some(child) = &self.child {
+            signal_pid(child.id(), sig);
+        }
     }
 
     /// Stops the process now and waits for it.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            self.signal_pid(child.id(), "TERM");
+            signal_pid(child.id(), "TERM");
             let deadline = Instant::now() + Duration::from_secs(5);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = child.try_wait() {
@@ -57,10 +60,6 @@ impl Guard {
         self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
     }
 
-    fn signal_pid(&self, pid: u32, sig: &str) {
-        let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
-    }
-
     /// The name given at start.
     pub fn name(&self) -> &str {
         &self.name
@@ -72,6 +71,10 @@ impl Drop for Guard {
         self.signal("CONT"); // a stopped process cannot handle SIGTERM
         self.stop();
     }
+}
+
+fn signal_pid(pid: u32, sig: &str) {
+    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).stderr(Stdio::null()).status();
 }
 
 /// A port nobody listens on right now.

@@ -1,0 +1,76 @@
+//! The example upstream: a small HTTP/1.1 server answering 200 "ok" to
+//! everything, on threads of the test process.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A running backend; stops accepting when dropped.
+pub struct Backend {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Requests served.
+    pub served: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Backend {
+    /// Starts listening on a free loopback port.
+    pub fn start() -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (served.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Ok(conn) = conn {
+                    let s = s.clone();
+                    std::thread::spawn(move || serve(conn, &s));
+                }
+            }
+        });
+        Backend { port, served, stop }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wake the accept loop
+    }
+}
+
+fn serve(conn: TcpStream, served: &AtomicU64) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut writer = conn;
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        // Request line and headers.
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        served.fetch_add(1, Ordering::Relaxed);
+        if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\nok\n").is_err() {
+            return;
+        }
+    }
+}

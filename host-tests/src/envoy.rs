@@ -1,0 +1,145 @@
+//! Envoy 1.40 from the project's virtualenv, run from the shared template
+//! `envoy-config/envoy.yaml` with only the marked lines replaced.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::paths::{envoy, root};
+use crate::process::{Guard, TempDir};
+
+/// What to put into the template.
+pub struct EnvoyTemplate {
+    /// Port of the ingress listener.
+    pub listener: u16,
+    /// Port of the admin interface.
+    pub admin: u16,
+    /// Port of the example upstream.
+    pub backend: u16,
+    /// Port of webdis.
+    pub webdis: u16,
+    /// Path of the .wasm module.
+    pub module: String,
+    /// The plugin configuration (JSON).
+    pub plugin_config: String,
+}
+
+/// The text of `envoy-config/envoy.yaml`.
+pub fn template_text() -> String {
+    std::fs::read_to_string(root().join("envoy-config/envoy.yaml")).unwrap()
+}
+
+/// Fills the template: each `# template: <name>` line gets loopback
+/// addresses and the given ports; the plugin configuration between its
+/// markers is replaced. Panics if a marker is missing, so a test can never
+/// run a private variant of the config.
+pub fn render(t: &EnvoyTemplate) -> String {
+    let text = template_text();
+    let mut out = String::new();
+    let mut in_plugin = false;
+    let mut seen = Vec::new();
+    for line in text.lines() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        if let Some(name) = line.split("# template: ").nth(1).map(str::trim) {
+            seen.push(name.to_string());
+            let socket = |port: u16| format!("{indent}socket_address: {{ address: 127.0.0.1, port_value: {port} }}");
+            match name {
+                "admin" => out.push_str(&socket(t.admin)),
+                "listener" => out.push_str(&socket(t.listener)),
+                "backend" => out.push_str(&socket(t.backend)),
+                "webdis" => out.push_str(&socket(t.webdis)),
+                "module" => out.push_str(&format!("{indent}local: {{ filename: {} }}", t.module)),
+                "plugin-config-begin" => {
+                    in_plugin = true;
+                    let escaped = t.plugin_config.replace('\'', "''").replace('\n', " ");
+                    out.push_str(&format!("{indent}value: '{escaped}'"));
+                }
+                "plugin-config-end" => in_plugin = false,
+                other => panic!("unknown template marker {other}"),
+            }
+            out.push('\n');
+            continue;
+        }
+        if !in_plugin {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    for m in ["admin", "listener", "backend", "webdis", "module", "plugin-config-begin", "plugin-config-end"] {
+        assert!(seen.iter().any(|s| s == m), "envoy.yaml lost its template marker {m}");
+    }
+    out
+}
+
+/// A running Envoy, stopped on drop.
+pub struct Envoy {
+    /// The ingress listener port.
+    pub port: u16,
+    /// The admin port.
+    pub admin: u16,
+    /// The process.
+    pub process: Guard,
+    dir: TempDir,
+}
+
+/// Why Envoy did not come up.
+#[derive(Debug)]
+pub struct EnvoyFailed {
+    /// Its log.
+    pub log: String,
+}
+
+static BASE_ID: AtomicU32 = AtomicU32::new(0);
+
+impl Envoy {
+    /// Starts Envoy with this config text (which listens on `port` and has
+    /// its admin on `admin`) and waits until it is ready.
+    pub fn start(config: &str, port: u16, admin: u16, concurrency: u32) -> Result<Envoy, EnvoyFailed> {
+        let dir = TempDir::new("envoy");
+        let path = dir.path().join("envoy.yaml");
+        std::fs::write(&path, config).unwrap();
+        let base_id = std::process::id() * 100 + BASE_ID.fetch_add(1, Ordering::Relaxed);
+        let mut cmd = Command::new(envoy());
+        cmd.arg("-c")
+            .arg(&path)
+            .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart"])
+            .args(["--base-id", &base_id.to_string(), "--file-flush-interval-msec", "200"])
+            .args(["--log-level", "info"]);
+        let log = dir.path().join("envoy.log");
+        let mut process = Guard::spawn("envoy", cmd, &log);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if !process.running() {
+                return Err(EnvoyFailed { log: std::fs::read_to_string(&log).unwrap_or_default() });
+            }
+            if admin_get(admin, "/ready").is_some_and(|s| s.trim() == "LIVE") {
+                return Ok(Envoy { port, admin, process, dir });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("envoy not ready in 30 s:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    }
+
+    /// Envoy's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("envoy.log")).unwrap_or_default()
+    }
+
+    /// A stat's value (`name` exactly as /stats prints it), 0 if absent.
+    pub fn stat(&self, name: &str) -> u64 {
+        let text = admin_get(self.admin, &format!("/stats?filter=^{}$", name.replace('.', "\\."))).unwrap_or_default();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// All stats whose names match `filter` (a regex), as text.
+    pub fn stats(&self, filter: &str) -> String {
+        admin_get(self.admin, &format!("/stats?filter={filter}")).unwrap_or_default()
+    }
+}
+
+/// GET on the admin interface.
+fn admin_get(admin: u16, path: &str) -> Option<String> {
+    let agent = crate::http::agent(Duration::from_secs(2));
+    let mut resp = agent.get(&format!("http://127.0.0.1:{admin}{path}")).call().ok()?;
+    resp.body_mut().read_to_string().ok()
+}

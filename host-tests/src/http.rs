@@ -1,0 +1,43 @@
+//! A plain HTTP client for the tests: every status is an answer, not an error.
+
+use std::time::Duration;
+
+/// An agent that reports 4xx/5xx as responses.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout)).build().into()
+}
+
+/// One response, reduced to what tests look at.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// Status code.
+    pub status: u16,
+    /// Headers, lower-case names.
+    pub headers: Vec<(String, String)>,
+    /// Body text.
+    pub body: String,
+}
+
+impl Answer {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `method url` with extra headers.
+pub fn send(agent: &ureq::Agent, method: &str, url: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut req = ureq::http::Request::builder().method(method).uri(url);
+    for (n, v) in headers {
+        req = req.header(*n, *v);
+    }
+    let req = req.body(()).unwrap();
+    let mut resp = agent.run(req).unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_ascii_lowercase(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    Answer { status: resp.status().as_u16(), headers, body }
+}

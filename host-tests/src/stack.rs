@@ -1,0 +1,75 @@
+//! The whole setup of the README: Redis, webdis, an upstream and Envoy with
+//! the filter, from `envoy-config/`, on free loopback ports.
+
+use std::time::Duration;
+
+use crate::backend::Backend;
+use crate::envoy::{render, Envoy, EnvoyFailed, EnvoyTemplate};
+use crate::http::{agent, send, Answer};
+use crate::paths::dist;
+use crate::process::free_port;
+use crate::redis_server::RedisServer;
+use crate::webdis::Webdis;
+
+/// Everything running; stopped in reverse order on drop.
+pub struct Stack {
+    /// Envoy with the filter.
+    pub envoy: Envoy,
+    /// webdis.
+    pub webdis: Webdis,
+    /// Redis.
+    pub redis: RedisServer,
+    /// The upstream.
+    pub backend: Backend,
+    agent: ureq::Agent,
+}
+
+impl Stack {
+    /// Starts everything with this plugin configuration and 2 Envoy workers.
+    pub fn start(plugin_config: &str) -> Stack {
+        Stack::try_start(plugin_config, 2).unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log))
+    }
+
+    /// Starts everything; Envoy's log if Envoy refuses the configuration.
+    pub fn try_start(plugin_config: &str, concurrency: u32) -> Result<Stack, EnvoyFailed> {
+        let redis = RedisServer::start();
+        let webdis = Webdis::start(redis.port);
+        let backend = Backend::start();
+        let (listener, admin) = (free_port(), free_port());
+        let config = render(&EnvoyTemplate {
+            listener,
+            admin,
+            backend: backend.port,
+            webdis: webdis.port,
+            module: dist("ratelimit.wasm").display().to_string(),
+            plugin_config: plugin_config.to_string(),
+        });
+        let envoy = Envoy::start(&config, listener, admin, concurrency)?;
+        Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
+    }
+
+    /// `method path` through Envoy with extra headers.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Answer {
+        send(&self.agent, method, &format!("http://127.0.0.1:{}{path}", self.envoy.port), headers)
+    }
+
+    /// GET `path` through Envoy.
+    pub fn get(&self, path: &str) -> Answer {
+        self.send("GET", path, &[])
+    }
+
+    /// EVALSHA commands Redis has executed (INFO commandstats).
+    pub fn evalsha_calls(&self) -> u64 {
+        command_calls(&self.redis, "evalsha")
+    }
+}
+
+/// Calls of one command since the server started (INFO commandstats).
+pub fn command_calls(redis: &RedisServer, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut redis.connect()).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,34 @@
+//! The shipped Envoy configuration keeps its promises.
+
+use host_tests::envoy::template_text;
+use host_tests::paths::root;
+
+#[test]
+fn the_rate_limiter_is_the_first_http_filter() {
+    let text = template_text();
+    let filters = text.split("http_filters:").nth(1).unwrap();
+    let first = filters.lines().find(|l| l.trim_start().starts_with("- name:")).unwrap();
+    assert_eq!(first.trim(), "- name: envoy.filters.http.wasm");
+}
+
+#[test]
+fn the_route_never_retries_a_429() {
+    let text = template_text();
+    let retry_on = text.lines().find_map(|l| l.trim().strip_prefix("retry_on:")).unwrap().trim();
+    for cond in retry_on.split(',') {
+        assert!(
+            ["connect-failure", "refused-stream", "reset"].contains(&cond),
+            "retry_on {cond} could retry a response the upstream or the limiter sent"
+        );
+    }
+    assert!(!text.contains("retriable_status_codes"));
+}
+
+#[test]
+fn docker_compose_runs_the_same_envoy_config() {
+    let compose = std::fs::read_to_string(root().join("envoy-config/docker-compose.yaml")).unwrap();
+    assert!(compose.contains("./envoy.yaml:/etc/envoy/envoy.yaml"), "{compose}");
+    assert!(compose.contains("./webdis.json:"), "{compose}");
+    assert!(compose.contains("ratelimit.wasm:/etc/envoy/ratelimit.wasm"), "{compose}");
+    assert!(compose.contains("envoyproxy/envoy:v1.40"), "{compose}");
+}

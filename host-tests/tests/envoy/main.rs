@@ -1,0 +1,22 @@
+//! The filter in a real Envoy 1.40 with webdis and Redis, all started from
+//! envoy-config/ on free loopback ports.
+
+// A test crate: a failed step in a helper is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod algorithms;
+mod bad_config;
+mod concurrency;
+mod deny_cache;
+mod envoy_config;
+mod failure;
+mod identities;
+
+/// A plugin configuration with `rules` (a JSON array body) and a short
+/// breaker, calling webdis through the template's store cluster.
+pub fn plugin_config(rules: &str) -> String {
+    format!(
+        r#"{{"domain":"t","store":{{"transport":"webdis","cluster":"ratelimit_store","authority":"webdis","timeout_ms":250,
+            "circuit_breaker":{{"failures":3,"open":"1s"}}}},"rules":[{rules}]}}"#
+    )
+}
