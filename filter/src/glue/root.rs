@@ -28,7 +28,11 @@ impl Context for Root {}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
-        let bytes = self.get_plugin_configuration().unwrap_or_default();
+        let bytes =
+            proxy_wasm::hostcalls::get_buffer(proxy_wasm::types::BufferType::PluginConfiguration, 0, usize::MAX)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
         match Config::parse(&bytes) {
             Ok(config) => {
                 let names: Vec<String> = config.rules.iter().map(|r| r.name.clone()).collect();
@@ -42,6 +46,10 @@ impl RootContext for Root {
                     config.store.cluster,
                     crate::script::sha1_hex()
                 );
+                #[cfg(feature = "redis")]
+                if config.store.transport == crate::config::Transport::Redis {
+                    super::redis::init(&config.store);
+                }
                 self.plugin = Some(Rc::new(Plugin { metrics: HostMetrics::define(&names), config }));
                 true
             }
@@ -52,8 +60,8 @@ impl RootContext for Root {
         }
     }
 
-    fn create_http_context(&self, _id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Http::new(self.plugin.clone())))
+    fn create_http_context(&self, id: u32) -> Option<Box<dyn HttpContext>> {
+        Some(Box::new(Http::new(id, self.plugin.clone())))
     }
 
     fn get_type(&self) -> Option<ContextType> {

@@ -74,9 +74,9 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result
 }
 
 /// Checks the reply to `script_load`: the store must name the same SHA-1.
-pub fn decode_script_load(status: Option<u32>, body: &[u8]) -> Result<(), StoreError> {
+pub fn decode_script_load(status: Option<u32>, body: &[u8]) -> Result<Reply, StoreError> {
     match decode(status, body, "SCRIPT")? {
-        Value::String(sha) if sha == sha1_hex() => Ok(()),
+        Value::String(sha) if sha == sha1_hex() => Ok(Reply::Loaded),
         Value::String(_) => Err(StoreError::Malformed("the store hashed the script differently")),
         Value::Array(items) => Err(redis_error(items.get(1).and_then(Value::as_str).unwrap_or(""))),
         _ => Err(StoreError::Malformed("SCRIPT LOAD reply")),
@@ -194,7 +194,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn script_load_must_name_our_sha() {
         let ok = format!("{{\"SCRIPT\":\"{}\"}}", sha1_hex());
-        assert_eq!(decode_script_load(Some(200), ok.as_bytes()), Ok(()));
+        assert_eq!(decode_script_load(Some(200), ok.as_bytes()), Ok(Reply::Loaded));
         assert_eq!(
             decode_script_load(Some(200), br#"{"SCRIPT":"0000"}"#),
             Err(StoreError::Malformed("the store hashed the script differently"))
