@@ -44,14 +44,22 @@ extern "C" {
     fn get_buffer_bytes(buffer: u32, start: usize, max: usize, data: *mut *mut u8, size: *mut usize) -> u32;
 }
 
-/// Where a reply goes: the HTTP context id and its stream.
-type Route = (u32, Weak<RefCell<Stream>>);
+/// Where a reply goes.
+enum Route {
+    /// An HTTP context (its id) and its stream.
+    Stream(u32, Weak<RefCell<Stream>>),
+    /// The root context's INFO call.
+    Info,
+}
 
 thread_local! {
     /// Token -> route.
     static CALLS: RefCell<HashMap<u32, Route>> = RefCell::new(HashMap::new());
     /// Whether `proxy_redis_init` succeeded on this VM.
     static READY: Cell<bool> = const { Cell::new(false) };
+    /// The last INFO reply, for the root context's next tick; and whether
+    /// one is in flight.
+    static INFO: RefCell<(Option<Result<String, StoreError>>, bool)> = const { RefCell::new((None, false)) };
 }
 
 /// Initializes the cluster's connections on this VM (once; again only on
@@ -72,23 +80,11 @@ pub fn init(store: &Store) -> bool {
     status == 0
 }
 
-/// Sends one command; its token.
-pub fn send(
-    shared: &Shared,
-    plugin: &Plugin,
-    script: &ScriptCall,
-    message: Message,
-    reinit: bool,
-) -> Result<u32, StoreError> {
-    let store = &plugin.config.store;
+/// Sends one query to the store; its token, routed to `route`.
+fn call(store: &Store, query: &[u8], reinit: bool, route: Route) -> Result<u32, StoreError> {
     if (reinit || !READY.with(Cell::get)) && !init(store) {
         return Err(StoreError::Dispatch);
     }
-    let query = match message {
-        Message::Evalsha => resp::evalsha(script),
-        Message::Eval => resp::eval(script),
-        Message::LoadScript => return Err(StoreError::Dispatch),
-    };
     let cluster = store.cluster.as_bytes();
     let mut token = 0u32;
     // SAFETY: pointers and lengths of live slices; `token` is a valid out-pointer.
@@ -96,9 +92,39 @@ pub fn send(
     if status != 0 {
         return Err(StoreError::Dispatch);
     }
-    let id = shared.borrow().id;
-    CALLS.with(|c| c.borrow_mut().insert(token, (id, Rc::downgrade(shared))));
+    CALLS.with(|c| c.borrow_mut().insert(token, route));
     Ok(token)
+}
+
+/// Sends one decision command for a stream; its token.
+pub fn send(
+    shared: &Shared,
+    plugin: &Plugin,
+    script: &ScriptCall,
+    message: Message,
+    reinit: bool,
+) -> Result<u32, StoreError> {
+    let query = match message {
+        Message::Evalsha => resp::evalsha(script),
+        Message::Eval => resp::eval(script),
+        Message::LoadScript => return Err(StoreError::Dispatch),
+    };
+    let id = shared.borrow().id;
+    call(&plugin.config.store, &query, reinit, Route::Stream(id, Rc::downgrade(shared)))
+}
+
+/// Asks the store for INFO, unless an answer is still awaited.
+pub fn request_info(store: &Store) {
+    if INFO.with(|i| i.borrow().1) {
+        return;
+    }
+    let sent = call(store, &resp::command(&["INFO"]), false, Route::Info).is_ok();
+    INFO.with(|i| i.borrow_mut().1 = sent);
+}
+
+/// The INFO reply that arrived since the last tick, if any.
+pub fn take_info() -> Option<Result<String, StoreError>> {
+    INFO.with(|i| i.borrow_mut().0.take())
 }
 
 /// Copies the reply out of buffer 9 (readable only during the callback).
@@ -120,7 +146,18 @@ fn read_reply(size: usize) -> Option<Vec<u8>> {
 /// dropped.
 #[no_mangle]
 pub extern "C" fn proxy_on_redis_call_response(_root_id: u32, token: u32, status: u32, size: usize) {
-    let Some((id, weak)) = CALLS.with(|c| c.borrow_mut().remove(&token)) else { return };
+    let (id, weak) = match CALLS.with(|c| c.borrow_mut().remove(&token)) {
+        Some(Route::Stream(id, weak)) => (id, weak),
+        Some(Route::Info) => {
+            let info = match (status, read_reply(size)) {
+                (0, Some(bytes)) => resp::decode_info(&bytes),
+                _ => Err(StoreError::Network),
+            };
+            INFO.with(|i| *i.borrow_mut() = (Some(info), false));
+            return;
+        }
+        None => return,
+    };
     let Some(shared) = weak.upgrade() else { return };
     if hostcalls::set_effective_context(id).is_err() {
         return;

@@ -2,6 +2,7 @@
 
 pub mod flow;
 pub mod resp;
+pub mod stats;
 pub mod webdis;
 
 use std::fmt;

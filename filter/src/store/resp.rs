@@ -58,6 +58,15 @@ pub fn eval(call: &ScriptCall) -> Vec<u8> {
     script_command("EVAL", SCRIPT, call)
 }
 
+/// The `INFO` text from a RESP reply.
+pub fn decode_info(input: &[u8]) -> Result<String, StoreError> {
+    match decode(input)? {
+        Value::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
+        Value::Error(e) => Err(redis_error(&e)),
+        _ => Err(StoreError::Malformed("INFO reply")),
+    }
+}
+
 /// Decodes exactly one value filling all of `input`.
 pub fn decode(input: &[u8]) -> Result<Value, StoreError> {
     let mut pos = 0;

@@ -51,6 +51,24 @@ pub fn script_load() -> WebdisRequest {
     WebdisRequest { method: "PUT", path: "/SCRIPT/LOAD", body: crate::script::SCRIPT.as_bytes().to_vec() }
 }
 
+/// The request for the store's `INFO` (memory, evictions, policy).
+pub fn info() -> WebdisRequest {
+    WebdisRequest { method: "GET", path: "/INFO", body: Vec::new() }
+}
+
+/// The `INFO` text from webdis's reply. webdis parses INFO into an object
+/// of field to value (a section title ends up inside the key of its first
+/// field); this turns it back into `field:value` lines.
+pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreError> {
+    match decode(status, body, "INFO")? {
+        Value::String(text) => Ok(text),
+        Value::Object(fields) => {
+            Ok(fields.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}:{v}\n"))).collect())
+        }
+        _ => Err(StoreError::Malformed("INFO reply")),
+    }
+}
+
 /// Decodes the reply to an EVALSHA deciding `limits` limits.
 pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
@@ -188,6 +206,15 @@ mod tests {
             decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, 1),
             Err(StoreError::Malformed("the decision is not an array"))
         );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn info_comes_back_as_webdis_object_of_fields() {
+        let body = br##"{"INFO":{"# Server\r\nredis_version":"7.0.15","# Memory\r\nused_memory":"1024","maxmemory_policy":"allkeys-lru","evicted_keys":"3"}}"##;
+        let text = decode_info(Some(200), body).unwrap();
+        let stats = crate::store::stats::StoreStats::parse(&text).unwrap();
+        assert_eq!((stats.used_memory, stats.evicted_keys, stats.policy.as_str()), (1024, 3, "allkeys-lru"));
     }
 
     #[test]
