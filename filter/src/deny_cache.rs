@@ -7,7 +7,6 @@
 //! in the entry so a client never inherits another's denial from a shared
 //! slot, and a changed limit never matches entries made under the old one.
 
-use crate::fingerprint::fingerprint;
 use crate::shared::{read_u64s, write_u64s, SharedData};
 
 /// A cached denial.
@@ -25,11 +24,6 @@ pub struct DenyEntry {
 pub struct DenyCache<'a, S: SharedData + ?Sized> {
     shared: &'a S,
     slots: u32,
-}
-
-/// The fingerprint of one limit of one rule for one identity.
-pub fn entry_fingerprint(limit_fingerprint: u64, identity: &str) -> u64 {
-    fingerprint(&[&limit_fingerprint.to_le_bytes(), identity.as_bytes()])
 }
 
 fn slot_key(fp: u64, slots: u32) -> String {
@@ -62,6 +56,7 @@ impl<'a, S: SharedData + ?Sized> DenyCache<'a, S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fingerprint::{entry_fingerprint, IdentityDigest};
     use crate::shared::fake::FakeShared;
     use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -72,7 +67,7 @@ mod tests {
     fn a_denial_holds_until_its_retry_instant_and_not_a_ms_longer() {
         let shared = FakeShared::default();
         let cache = DenyCache::new(&shared, 16);
-        let fp = entry_fingerprint(7, "1.2.3.4");
+        let fp = entry_fingerprint(7, &IdentityDigest::of("1.2.3.4"));
         cache.remember(fp, E);
         assert_eq!(cache.lookup(fp, 1_999), Some(E));
         assert_eq!(cache.lookup(fp, 2_000), None);
@@ -83,9 +78,13 @@ mod tests {
     fn a_client_never_inherits_a_denial_from_a_shared_slot() {
         let shared = FakeShared::default();
         let cache = DenyCache::new(&shared, 1); // every client in one slot
-        cache.remember(entry_fingerprint(7, "alice"), E);
-        assert_eq!(cache.lookup(entry_fingerprint(7, "bob"), 0), None);
-        assert_eq!(cache.lookup(entry_fingerprint(8, "alice"), 0), None, "another limit (or changed parameters)");
+        cache.remember(entry_fingerprint(7, &IdentityDigest::of("alice")), E);
+        assert_eq!(cache.lookup(entry_fingerprint(7, &IdentityDigest::of("bob")), 0), None);
+        assert_eq!(
+            cache.lookup(entry_fingerprint(8, &IdentityDigest::of("alice")), 0),
+            None,
+            "another limit (or changed parameters)"
+        );
     }
 
     #[test]
@@ -94,7 +93,7 @@ mod tests {
         let shared = FakeShared::default();
         let cache = DenyCache::new(&shared, 8);
         for i in 0..1000 {
-            cache.remember(entry_fingerprint(1, &format!("client{i}")), E);
+            cache.remember(entry_fingerprint(1, &IdentityDigest::of(&format!("client{i}"))), E);
         }
         assert!(shared.len() <= 8);
     }

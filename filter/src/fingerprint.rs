@@ -1,20 +1,55 @@
-//! A 64-bit fingerprint of several byte strings, the same in every VM of one
-//! proxy (fixed seeds): it tells one deny-cache or fallback entry from
-//! another that landed in the same slot.
+//! Fingerprints tell one deny-cache or fallback entry from another that
+//! landed in the same shared-data slot.
+//!
+//! They must be unforgeable: a client who could make its entry's
+//! fingerprint equal a victim's would get the victim denied (or share its
+//! fallback budget). So the identity enters only through a SHA-256 digest,
+//! computed once per identity and request; the per-limit fingerprint then
+//! mixes that digest with the limit's own fingerprint. Matching a victim's
+//! fingerprint would take a 64-bit search through SHA-256.
 
-use core::hash::{BuildHasher, Hasher};
+use crate::digest::sha256;
 
-const SEEDS: [u64; 4] = [0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89];
+/// The first 128 bits of SHA-256 of an identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdentityDigest([u64; 2]);
 
-/// Fingerprint of `parts` in order; the parts' lengths are hashed too, so
-/// ("ab", "c") and ("a", "bc") differ.
-pub fn fingerprint(parts: &[&[u8]]) -> u64 {
-    let mut h = ahash::RandomState::with_seeds(SEEDS[0], SEEDS[1], SEEDS[2], SEEDS[3]).build_hasher();
-    for p in parts {
-        h.write_usize(p.len());
-        h.write(p);
+impl IdentityDigest {
+    /// The digest of `identity`.
+    pub fn of(identity: &str) -> IdentityDigest {
+        let d = sha256(identity.as_bytes());
+        IdentityDigest([word(&d, 0), word(&d, 8)])
     }
-    h.finish()
+}
+
+fn word(bytes: &[u8; 32], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// A fingerprint of `parts` in order (lengths included, so ("ab", "c") and
+/// ("a", "bc") differ). For configuration values: computed once at load.
+pub fn fingerprint(parts: &[&[u8]]) -> u64 {
+    let mut bytes = Vec::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
+    for p in parts {
+        bytes.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(p);
+    }
+    word(&sha256(&bytes), 0)
+}
+
+/// The fingerprint of one limit (its own fingerprint) for one identity.
+pub fn entry_fingerprint(limit_fingerprint: u64, identity: &IdentityDigest) -> u64 {
+    mix(mix(limit_fingerprint ^ identity.0[0]) ^ identity.0[1])
+}
+
+/// SplitMix64's finalizer: a bijection that spreads every input bit.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -27,5 +62,15 @@ mod tests {
     fn part_boundaries_matter_and_results_are_stable() {
         assert_ne!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"a", b"bc"]));
         assert_eq!(fingerprint(&[b"x"]), fingerprint(&[b"x"]));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn entries_differ_by_limit_and_by_identity() {
+        let alice = IdentityDigest::of("alice");
+        let bob = IdentityDigest::of("bob");
+        assert_ne!(entry_fingerprint(7, &alice), entry_fingerprint(7, &bob));
+        assert_ne!(entry_fingerprint(7, &alice), entry_fingerprint(8, &alice));
+        assert_eq!(entry_fingerprint(7, &alice), entry_fingerprint(7, &IdentityDigest::of("alice")));
     }
 }

@@ -11,7 +11,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use crate::config::KeyPart;
-use crate::digest::sha256;
+use crate::digest::{hex, sha256};
 use crate::request::{Request, RequestSource};
 
 /// Longest identity kept readable; longer ones are hashed.
@@ -36,12 +36,12 @@ pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, 
         }
     }
     if out.len() > MAX_IDENTITY {
-        let digest = sha256(out.as_bytes());
+        let mut half = [0u8; 16];
+        half.copy_from_slice(&sha256(out.as_bytes())[..16]);
+        let digits: [u8; 32] = hex(&half);
         out.clear();
         out.push_str("~H");
-        for b in &digest[..16] {
-            out.push_str(&format!("{b:02x}"));
-        }
+        out.extend(digits.iter().map(|&d| d as char));
     }
     Some(out)
 }

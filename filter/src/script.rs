@@ -1,32 +1,25 @@
-//! The Lua decision script, assembled at compile time from `lua/` into one
-//! text with one SHA-1, so a single EVALSHA covers every algorithm.
+//! The Lua decision script, assembled at build time from `lua/` (by
+//! `build.rs`, which strips comments and indentation) into one text with
+//! one SHA-1, so a single EVALSHA covers every algorithm.
 
 use crate::digest::{hex, sha1};
 
-/// The parts shared by the production and test builds of the script, in order
-/// after the clock.
-macro_rules! algorithms_and_driver {
-    () => {
-        concat!(
-            include_str!("../../lua/sliding_window.lua"),
-            include_str!("../../lua/fixed_window.lua"),
-            include_str!("../../lua/token_bucket.lua"),
-            include_str!("../../lua/sliding_log.lua"),
-            include_str!("../../lua/gcra.lua"),
-            include_str!("../../lua/driver.lua"),
-        )
-    };
-}
-
 /// The prelude the clock and the algorithms build on.
-pub const PRELUDE: &str = include_str!("../../lua/prelude.lua");
+pub const PRELUDE: &str = include_str!(concat!(env!("OUT_DIR"), "/prelude.lua"));
 
 /// Everything after the clock: the algorithms and the driver.
-pub const BODY: &str = algorithms_and_driver!();
+pub const BODY: &str = include_str!(concat!(env!("OUT_DIR"), "/body.lua"));
+
+/// The clock of the test build (the last argument), never shipped in
+/// `SCRIPT`: a different text, so a different SHA-1.
+pub const TEST_CLOCK: &str = include_str!(concat!(env!("OUT_DIR"), "/test_clock.lua"));
 
 /// The production script: Redis `TIME` is the clock.
-pub const SCRIPT: &str =
-    concat!(include_str!("../../lua/prelude.lua"), include_str!("../../lua/clock.lua"), algorithms_and_driver!(),);
+pub const SCRIPT: &str = concat!(
+    include_str!(concat!(env!("OUT_DIR"), "/prelude.lua")),
+    include_str!(concat!(env!("OUT_DIR"), "/clock.lua")),
+    include_str!(concat!(env!("OUT_DIR"), "/body.lua")),
+);
 
 const SHA1_HEX: [u8; 40] = hex(&sha1(SCRIPT.as_bytes()));
 
@@ -48,13 +41,16 @@ mod tests {
         assert_eq!(sha.len(), 40);
         assert!(sha.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
         assert!(SCRIPT.contains("redis.call('TIME')"));
-        assert!(!SCRIPT.contains("TEST ONLY"));
+        assert!(!SCRIPT.contains("ARGV[#ARGV]"), "the test clock never ships");
+        assert!(TEST_CLOCK.contains("ARGV[#ARGV]"));
     }
 
     #[test]
     #[wasm_bindgen_test]
-    fn script_is_prelude_clock_and_body() {
+    fn script_is_prelude_clock_and_body_without_comments() {
         assert!(SCRIPT.starts_with(PRELUDE));
         assert!(SCRIPT.ends_with(BODY));
+        assert!(!SCRIPT.lines().any(|l| l.starts_with("--") || l.starts_with(' ')));
+        assert!(SCRIPT.len() < 8 * 1024, "{} bytes", SCRIPT.len());
     }
 }

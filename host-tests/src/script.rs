@@ -3,11 +3,11 @@
 use ratelimit::call::ScriptCall;
 use ratelimit::decision::Decision;
 use ratelimit::digest::sha1;
-use ratelimit::script::{BODY, PRELUDE};
+use ratelimit::script::{BODY, PRELUDE, TEST_CLOCK};
 
 /// The test build of the script: the clock is the last argument.
 pub fn test_script() -> String {
-    format!("{PRELUDE}{}{BODY}", include_str!("../../lua/test_clock.lua"))
+    format!("{PRELUDE}{TEST_CLOCK}{BODY}")
 }
 
 /// SHA-1 hex of a script text.

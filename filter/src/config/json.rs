@@ -28,10 +28,15 @@ impl<'a> Obj<'a> {
     pub fn new(value: &'a Value, path: &str, known: &[&str]) -> Result<Obj<'a>> {
         let map = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
         if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
-            return Err(ConfigError::at(
-                &child(path, &printable(unknown)),
-                format!("unknown field (expected one of: {})", known.join(", ")),
-            ));
+            let mut reason = String::from("unknown field (expected one of: ");
+            for (i, k) in known.iter().enumerate() {
+                if i > 0 {
+                    reason.push_str(", ");
+                }
+                reason.push_str(k);
+            }
+            reason.push(')');
+            return Err(ConfigError::at(&child(path, &printable(unknown)), reason));
         }
         Ok(Obj { path: path.to_string(), map })
     }

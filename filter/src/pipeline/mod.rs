@@ -7,8 +7,9 @@ use crate::breaker::{self, Gate};
 use crate::call::{LimitCall, ScriptCall};
 use crate::config::{Config, FailureMode, Rule};
 use crate::decision::Decision;
-use crate::deny_cache::{entry_fingerprint, DenyCache, DenyEntry};
+use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
+use crate::fingerprint::{entry_fingerprint, IdentityDigest};
 use crate::identity::identity;
 use crate::metrics::{Event, Metrics};
 use crate::request::{Request, RequestSource};
@@ -54,7 +55,8 @@ pub struct PlannedCall {
     pub rules: Vec<usize>,
     /// KEYS and ARGV for the script.
     pub script: ScriptCall,
-    identity: String,
+    /// The identity's digest, for deny-cache and fallback fingerprints.
+    digest: IdentityDigest,
     result: Option<Result<Vec<Decision>, StoreError>>,
 }
 
@@ -101,10 +103,11 @@ where
             continue;
         }
         let Some(identity) = identity(&group.key, &req, config.xff_trusted_hops) else { continue };
+        let digest = IdentityDigest::of(&identity);
         let mut to_call = Vec::new();
         for r in matched {
             let rule = &config.rules[r];
-            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &identity, now_ms) } else { None };
+            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now_ms) } else { None };
             match cached {
                 None => to_call.push(r),
                 Some(shown) => {
@@ -132,7 +135,7 @@ where
                 })
                 .collect();
             let script = ScriptCall::new(&config.domain, &identity, now_ms, &limits);
-            calls.push(PlannedCall { rules: to_call, script, identity, result: None });
+            calls.push(PlannedCall { rules: to_call, script, digest, result: None });
         }
     }
     let mut pending = Pending { now_ms, calls, known };
@@ -153,7 +156,7 @@ where
 fn cached_denial<S: SharedData + ?Sized>(
     cache: &DenyCache<'_, S>,
     rule: &Rule,
-    identity: &str,
+    identity: &IdentityDigest,
     now_ms: u64,
 ) -> Option<Shown> {
     rule.limits.iter().find_map(|l| {
@@ -211,7 +214,7 @@ impl Pending {
                         let rule = &config.rules[r];
                         let (mine, tail) = rest.split_at(rule.limits.len().min(rest.len()));
                         rest = tail;
-                        verdicts.push((r, self.store_verdict(env, r, &call.identity, mine, consumed)));
+                        verdicts.push((r, self.store_verdict(env, r, &call.digest, mine, consumed)));
                     }
                 }
                 Some(Err(e)) => {
@@ -219,10 +222,11 @@ impl Pending {
                         if *e != StoreError::BreakerOpen {
                             env.metrics.count(r, Event::StoreError);
                         }
-                        verdicts.push((r, self.failure_verdict(env, r, &call.identity)));
+                        verdicts.push((r, self.failure_verdict(env, r, &call.digest)));
                     }
                 }
-                None => verdicts.push((call.rules[0], Verdict::Unenforced)),
+                // finish runs once every call has its result.
+                None => {}
             }
         }
         // A real denial is a 429; a fail-closed store failure, a 503 only
@@ -261,7 +265,7 @@ impl Pending {
         &self,
         env: &Env<'_, S, M>,
         r: usize,
-        identity: &str,
+        identity: &IdentityDigest,
         decisions: &[Decision],
         consumed: bool,
     ) -> Verdict
@@ -298,7 +302,7 @@ impl Pending {
         Verdict::Denied(shown.into_iter().filter(|s| !s.decision.allowed).collect())
     }
 
-    fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, identity: &str) -> Verdict
+    fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, identity: &IdentityDigest) -> Verdict
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
