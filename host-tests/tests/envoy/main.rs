@@ -17,7 +17,7 @@ mod identities;
 /// breaker, calling webdis through the template's store cluster.
 pub fn plugin_config(rules: &str) -> String {
     format!(
-        r#"{{"domain":"t","store":{{"transport":"webdis","cluster":"ratelimit_store","authority":"webdis","timeout_ms":250,
+        r#"{{"domain":"t","store":{{"transport":"webdis","cluster":"ratelimit_store","authority":"webdis","timeout_ms":1000,
             "circuit_breaker":{{"failures":3,"open":"1s"}}}},"rules":[{rules}]}}"#
     )
 }
