@@ -5,6 +5,8 @@
 //! expired key in Redis is the model's "no state": if a key's TTL were too
 //! short, the script and the model would disagree.
 
+#[cfg(test)]
+mod exactness;
 mod gcra;
 mod sliding_log;
 mod token_bucket;
