@@ -9,7 +9,9 @@
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod fallback;
 mod fixture;
 mod breaker;
 mod deny_cache;
 mod retry_after;
+mod timeouts;
