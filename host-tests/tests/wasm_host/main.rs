@@ -11,6 +11,8 @@
 
 mod fallback;
 mod fixture;
+mod late_reply;
+mod noscript;
 mod breaker;
 mod deny_cache;
 mod retry_after;
