@@ -12,6 +12,7 @@
 mod fallback;
 mod fixture;
 mod late_reply;
+mod malformed;
 mod noscript;
 mod breaker;
 mod deny_cache;
