@@ -11,9 +11,11 @@
 
 mod fallback;
 mod fixture;
+mod harness;
 mod late_reply;
 mod malformed;
 mod noscript;
+mod artifacts;
 mod breaker;
 mod deny_cache;
 mod retry_after;
