@@ -20,8 +20,8 @@ pub struct EnvoyTemplate {
     pub webdis: u16,
     /// Path of the .wasm module.
     pub module: String,
-    /// The plugin configuration (JSON).
-    pub plugin_config: String,
+    /// The plugin configuration (JSON); `None` keeps the file's own.
+    pub plugin_config: Option<String>,
 }
 
 /// The text of `envoy-config/envoy.yaml`.
@@ -49,12 +49,18 @@ pub fn render(t: &EnvoyTemplate) -> String {
                 "backend" => out.push_str(&socket(t.backend)),
                 "webdis" => out.push_str(&socket(t.webdis)),
                 "module" => out.push_str(&format!("{indent}local: {{ filename: {} }}", t.module)),
-                "plugin-config-begin" => {
-                    in_plugin = true;
-                    let escaped = t.plugin_config.replace('\'', "''").replace('\n', " ");
-                    out.push_str(&format!("{indent}value: '{escaped}'"));
+                "plugin-config-begin" => match &t.plugin_config {
+                    Some(json) => {
+                        in_plugin = true;
+                        let escaped = json.replace('\'', "''").replace('\n', " ");
+                        out.push_str(&format!("{indent}value: '{escaped}'"));
+                    }
+                    None => continue,
+                },
+                "plugin-config-end" => {
+                    in_plugin = false;
+                    continue;
                 }
-                "plugin-config-end" => in_plugin = false,
                 other => panic!("unknown template marker {other}"),
             }
             out.push('\n');

@@ -32,6 +32,15 @@ impl Stack {
 
     /// Starts everything; Envoy's log if Envoy refuses the configuration.
     pub fn try_start(plugin_config: &str, concurrency: u32) -> Result<Stack, EnvoyFailed> {
+        Stack::launch(Some(plugin_config), concurrency)
+    }
+
+    /// Starts everything with the plugin configuration shipped in envoy.yaml.
+    pub fn start_shipped(concurrency: u32) -> Result<Stack, EnvoyFailed> {
+        Stack::launch(None, concurrency)
+    }
+
+    fn launch(plugin_config: Option<&str>, concurrency: u32) -> Result<Stack, EnvoyFailed> {
         let redis = RedisServer::start();
         let webdis = Webdis::start(redis.port);
         let backend = Backend::start();
@@ -42,7 +51,7 @@ impl Stack {
             backend: backend.port,
             webdis: webdis.port,
             module: dist("ratelimit.wasm").display().to_string(),
-            plugin_config: plugin_config.to_string(),
+            plugin_config: plugin_config.map(str::to_string),
         });
         let envoy = Envoy::start(&config, listener, admin, concurrency)?;
         Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })

@@ -53,6 +53,8 @@ pub struct Store {
     pub timeout_ms: u64,
     /// Stops calling a failing store.
     pub breaker: Breaker,
+    /// How often each worker reads the store's INFO (evictions, memory).
+    pub stats_interval_ms: u64,
     /// Redis ACL user (redis transport).
     pub username: String,
     /// Redis password (redis transport).
@@ -102,7 +104,7 @@ pub struct Config {
 
 const TOP_FIELDS: &[&str] = &["domain", "store", "client_ip", "deny_cache", "response_headers", "rules"];
 const STORE_FIELDS: &[&str] =
-    &["transport", "cluster", "authority", "timeout_ms", "circuit_breaker", "username", "password"];
+    &["transport", "cluster", "authority", "timeout_ms", "circuit_breaker", "stats_interval", "username", "password"];
 
 impl Config {
     /// Parses and validates the plugin configuration.
@@ -193,6 +195,12 @@ fn parse_store(v: &Value) -> Result<Store> {
             Breaker { failures: b.uint("failures", 1, 1000)?.unwrap_or(3) as u32, open_ms }
         }
     };
+    let stats_interval_ms = match o.str("stats_interval")? {
+        None => 10_000,
+        Some(t) => parse_ms(t).filter(|ms| *ms >= 100).ok_or_else(|| {
+            ConfigError::at("store.stats_interval", "must be a duration of at least \"100ms\", like \"10s\"")
+        })?,
+    };
     let username = o.str("username")?.unwrap_or("");
     let password = o.str("password")?.unwrap_or("");
     if transport == Transport::Webdis && !(username.is_empty() && password.is_empty()) {
@@ -208,6 +216,7 @@ fn parse_store(v: &Value) -> Result<Store> {
         authority: authority.to_string(),
         timeout_ms,
         breaker,
+        stats_interval_ms,
         username: username.to_string(),
         password: password.to_string(),
     })

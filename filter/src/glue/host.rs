@@ -59,6 +59,9 @@ pub struct HostMetrics {
     pub store_calls: Option<u32>,
     /// Store call latency, ms.
     pub store_latency: Option<u32>,
+    /// Gauges from the store's INFO: evicted_keys, used_memory, maxmemory,
+    /// and 1 when the eviction policy can evict live counters.
+    pub store_gauges: [Option<u32>; 4],
     /// Store errors logged so far on this VM (logs are thinned out).
     pub errors_seen: Cell<u64>,
 }
@@ -71,6 +74,13 @@ impl HostMetrics {
             rules: rules.iter().map(|r| Event::ALL.map(|e| define(MetricType::Counter, &metric_name(r, e)))).collect(),
             store_calls: define(MetricType::Counter, "ratelimit.store_calls"),
             store_latency: define(MetricType::Histogram, "ratelimit.store_latency_ms"),
+            store_gauges: [
+                "ratelimit.store.evicted_keys",
+                "ratelimit.store.used_memory_bytes",
+                "ratelimit.store.maxmemory_bytes",
+                "ratelimit.store.evicting_policy",
+            ]
+            .map(|name| define(MetricType::Gauge, name)),
             errors_seen: Cell::new(0),
         }
     }
@@ -86,6 +96,16 @@ impl HostMetrics {
     pub fn latency(&self, ms: u64) {
         if let Some(id) = self.store_latency {
             let _ = hostcalls::record_metric(id, ms);
+        }
+    }
+
+    /// Exports the store's INFO figures.
+    pub fn store_stats(&self, s: &crate::store::stats::StoreStats) {
+        let values = [s.evicted_keys, s.used_memory, s.maxmemory, u64::from(s.can_evict_counters())];
+        for (id, value) in self.store_gauges.iter().zip(values) {
+            if let Some(id) = id {
+                let _ = hostcalls::record_metric(*id, value);
+            }
         }
     }
 

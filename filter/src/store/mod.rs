@@ -1,5 +1,8 @@
 //! Talking to the store: what a reply can be, and the transports' codecs.
 
+pub mod flow;
+pub mod resp;
+pub mod stats;
 pub mod webdis;
 
 use std::fmt;
@@ -22,6 +25,8 @@ pub enum StoreError {
     ScriptMissing,
     /// The circuit breaker is open: no call was made.
     BreakerOpen,
+    /// redis: the host reported a network error (connect, closed, timeout).
+    Network,
 }
 
 impl fmt::Display for StoreError {
@@ -33,6 +38,7 @@ impl fmt::Display for StoreError {
             StoreError::Malformed(what) => write!(f, "malformed store reply: {what}"),
             StoreError::ScriptMissing => write!(f, "script still missing after loading it"),
             StoreError::BreakerOpen => write!(f, "circuit breaker open"),
+            StoreError::Network => write!(f, "redis connection failed or timed out"),
         }
     }
 }
@@ -44,6 +50,10 @@ pub enum Reply {
     Decisions(Vec<Decision>),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,
+    /// redis: the connection lost its authentication: re-initialize once.
+    NoAuth,
+    /// webdis: the script was loaded.
+    Loaded,
 }
 
 /// Turns the script's flat integers into `expected` decisions.

@@ -51,6 +51,24 @@ pub fn script_load() -> WebdisRequest {
     WebdisRequest { method: "PUT", path: "/SCRIPT/LOAD", body: crate::script::SCRIPT.as_bytes().to_vec() }
 }
 
+/// The request for the store's `INFO` (memory, evictions, policy).
+pub fn info() -> WebdisRequest {
+    WebdisRequest { method: "GET", path: "/INFO", body: Vec::new() }
+}
+
+/// The `INFO` text from webdis's reply. webdis parses INFO into an object
+/// of field to value (a section title ends up inside the key of its first
+/// field); this turns it back into `field:value` lines.
+pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreError> {
+    match decode(status, body, "INFO")? {
+        Value::String(text) => Ok(text),
+        Value::Object(fields) => {
+            Ok(fields.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}:{v}\n"))).collect())
+        }
+        _ => Err(StoreError::Malformed("INFO reply")),
+    }
+}
+
 /// Decodes the reply to an EVALSHA deciding `limits` limits.
 pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
@@ -74,9 +92,9 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result
 }
 
 /// Checks the reply to `script_load`: the store must name the same SHA-1.
-pub fn decode_script_load(status: Option<u32>, body: &[u8]) -> Result<(), StoreError> {
+pub fn decode_script_load(status: Option<u32>, body: &[u8]) -> Result<Reply, StoreError> {
     match decode(status, body, "SCRIPT")? {
-        Value::String(sha) if sha == sha1_hex() => Ok(()),
+        Value::String(sha) if sha == sha1_hex() => Ok(Reply::Loaded),
         Value::String(_) => Err(StoreError::Malformed("the store hashed the script differently")),
         Value::Array(items) => Err(redis_error(items.get(1).and_then(Value::as_str).unwrap_or(""))),
         _ => Err(StoreError::Malformed("SCRIPT LOAD reply")),
@@ -192,9 +210,18 @@ mod tests {
 
     #[test]
     #[wasm_bindgen_test]
+    fn info_comes_back_as_webdis_object_of_fields() {
+        let body = br##"{"INFO":{"# Server\r\nredis_version":"7.0.15","# Memory\r\nused_memory":"1024","maxmemory_policy":"allkeys-lru","evicted_keys":"3"}}"##;
+        let text = decode_info(Some(200), body).unwrap();
+        let stats = crate::store::stats::StoreStats::parse(&text).unwrap();
+        assert_eq!((stats.used_memory, stats.evicted_keys, stats.policy.as_str()), (1024, 3, "allkeys-lru"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
     fn script_load_must_name_our_sha() {
         let ok = format!("{{\"SCRIPT\":\"{}\"}}", sha1_hex());
-        assert_eq!(decode_script_load(Some(200), ok.as_bytes()), Ok(()));
+        assert_eq!(decode_script_load(Some(200), ok.as_bytes()), Ok(Reply::Loaded));
         assert_eq!(
             decode_script_load(Some(200), br#"{"SCRIPT":"0000"}"#),
             Err(StoreError::Malformed("the store hashed the script differently"))

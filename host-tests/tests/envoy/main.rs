@@ -9,6 +9,7 @@ mod bad_config;
 mod concurrency;
 mod deny_cache;
 mod envoy_config;
+mod eviction;
 mod failure;
 mod identities;
 
