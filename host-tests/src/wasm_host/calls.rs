@@ -214,6 +214,16 @@ impl Calls {
         self.all.iter().filter_map(Call::due_ms).min()
     }
 
+    /// Fails, at `now_ms`, every call of VM `vm` still waiting on Redis
+    /// connection `generation` (it was closed): status 1.
+    pub fn fail_connection(&mut self, vm: usize, generation: u64, now_ms: u64) {
+        for c in self.all.iter_mut().filter(|c| c.vm == vm && c.outcome == Outcome::Pending) {
+            if matches!(c.answer, Answer::OnConnection { connection, .. } if connection == generation) {
+                c.answer = Answer::Ready { at_ms: now_ms, reply: Reply::RedisNetworkError };
+            }
+        }
+    }
+
     /// How many are in flight.
     pub fn pending(&self) -> usize {
         self.all.iter().filter(|c| c.outcome == Outcome::Pending).count()

@@ -88,10 +88,5 @@ fn close(
     if links.get(name).is_some_and(|l| l.generation == generation) {
         links.remove(name);
     }
-    for c in lock(world).calls.all.iter_mut() {
-        let on_it = matches!(c.answer, Answer::OnConnection { connection, .. } if connection == generation);
-        if c.vm == vm && c.outcome == Outcome::Pending && on_it {
-            c.answer = Answer::Ready { at_ms: now, reply: Reply::RedisNetworkError };
-        }
-    }
+    lock(world).calls.fail_connection(vm, generation, now);
 }

@@ -97,7 +97,10 @@ impl HostBuilder {
             .map(|i| Vm::start(engine(), &module, &linker, i, &world, self.config.as_bytes()))
             .collect::<Vec<_>>();
         let n = vms.len();
-        Host { vms, world, clock, next_context: vec![ROOT_ID + 1; n], next_tick: vec![None; n] }
+        let mut host = Host { vms, world, clock, next_context: vec![ROOT_ID + 1; n], next_tick: vec![None; n] };
+        // The timer runs from the moment the module set it, as Envoy's does.
+        host.schedule_ticks();
+        host
     }
 }
 

@@ -28,7 +28,6 @@ fn the_default_build_imports_no_redis_call() {
 }
 
 #[test]
-#[ignore = "needs dist/ratelimit-redis.wasm: the redis transport is being written on main; run with --ignored once it lands"]
 fn the_redis_build_imports_the_redis_calls_and_exports_their_callback() {
     let imports = function_imports(Artifact::Redis);
     for name in REDIS_IMPORTS {

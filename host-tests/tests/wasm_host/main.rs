@@ -3,8 +3,7 @@
 //! the test says so, faults per call, several VMs over one shared-data
 //! store; a real redis-server, and webdis for the default artifact.
 //!
-//! Tests that apply to both builds run once per transport; the Redis ones
-//! are ignored (with the reason) until `dist/ratelimit-redis.wasm` exists.
+//! Tests that apply to both builds run once per transport.
 
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -15,8 +14,10 @@ mod harness;
 mod late_reply;
 mod malformed;
 mod noscript;
+mod redis_calls;
 mod artifacts;
 mod breaker;
 mod deny_cache;
 mod retry_after;
+mod ticks;
 mod timeouts;

@@ -98,7 +98,6 @@ fn webdis_a_failed_script_load_is_a_store_error() {
 }
 
 #[test]
-#[ignore = "needs dist/ratelimit-redis.wasm: the redis transport is being written on main; run with --ignored once it lands"]
 fn redis_noscript_after_eval_is_a_store_error() {
     let servers = Servers::start(Kind::Redis);
     let mut host = servers.host(&config(Kind::Redis), 1).start();

@@ -5,8 +5,9 @@
 //! size)`. Tokens are 3, 7, 11, ... per VM. The command goes to a real
 //! redis-server over this VM's one pipelined connection.
 //!
-//! Breaking the contract (a second init after a good one, a query that is
-//! not exactly one command, HELLO) is a trap naming the rule broken.
+//! Calling init again resets the cluster's connection on this VM: every
+//! command in flight on it fails (status 1). Breaking the contract (a query
+//! that is not exactly one command, HELLO) is a trap naming the rule broken.
 
 use wasmtime::{format_err, Caller, Linker, Result};
 
@@ -45,13 +46,6 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let state = c.data_mut();
             let (status, name) = match (&target, port) {
                 (Some(t), Some(port)) => {
-                    if state.redis_clients.contains_key(&t.name) {
-                        return Err(format_err!(
-                            "proxy_redis_init called again for cluster {} on VM {}: it resets every connection of the cluster on the worker; call it once per VM",
-                            t.name,
-                            state.index
-                        ));
-                    }
                     let login = Login { username: username.clone(), password: password.clone(), db: t.db };
                     let client = RedisClient { port, login, timeout_ms: u64::from(timeout_ms) };
                     state.redis_clients.insert(t.name.clone(), client);
@@ -59,9 +53,12 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
                 }
                 _ => (BAD_ARGUMENT, None),
             };
-            if let Some(name) = name {
-                state.redis_links.remove(&name);
+            let reset = name.and_then(|n| state.redis_links.remove(&n)).map(|link| link.generation);
+            let (vm, now) = (state.index, state.clock.now_ms());
+            if let Some(generation) = reset {
+                lock(&state.world).calls.fail_connection(vm, generation, now);
             }
+            let state = c.data_mut();
             state.redis_inits.push(RedisInit { cluster, username, password, timeout_ms, status });
             Ok(status)
         },
