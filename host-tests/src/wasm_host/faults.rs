@@ -74,7 +74,7 @@ impl FaultPlan {
     }
 
     /// The fault of the next call.
-    pub fn next(&mut self) -> Fault {
+    pub fn take_next(&mut self) -> Fault {
         self.queue.pop_front().or_else(|| self.standing.clone()).unwrap_or(Fault::Pass)
     }
 

@@ -30,7 +30,8 @@ pub fn deserialize(bytes: &[u8]) -> Result<Headers, String> {
         return Ok(Vec::new());
     }
     let count = read32(bytes, 0).ok_or("header map shorter than its count")? as usize;
-    let mut data = 4usize.checked_add(count.checked_mul(8).ok_or("absurd header count")?).ok_or("absurd header count")?;
+    let mut data =
+        4usize.checked_add(count.checked_mul(8).ok_or("absurd header count")?).ok_or("absurd header count")?;
     if data > bytes.len() {
         return Err(format!("header map of {} bytes cannot hold {count} pairs", bytes.len()));
     }

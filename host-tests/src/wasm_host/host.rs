@@ -147,7 +147,8 @@ impl Host {
         v.store.data_mut().streams.insert(context, Stream::new(&request));
         v.enter(context, "proxy_on_context_create", &[Val::I32(context as i32), Val::I32(ROOT_ID as i32)]);
         let n = request.headers.len() as i32;
-        let action = v.enter(context, "proxy_on_request_headers", &[Val::I32(context as i32), Val::I32(n), Val::I32(1)]);
+        let action =
+            v.enter(context, "proxy_on_request_headers", &[Val::I32(context as i32), Val::I32(n), Val::I32(1)]);
         let stream = v.store.data_mut().streams.get_mut(&context).expect("the stream is live");
         if action == Some(0) && stream.state == State::Waiting {
             stream.state = State::Continued;
@@ -199,8 +200,8 @@ impl Host {
         let c = Val::I32(id.context as i32);
         let v = &mut self.vms[id.vm];
         assert!(v.store.data().streams.contains_key(&id.context), "stream {id:?} has ended already");
-        v.enter(id.context, "proxy_on_done", &[c.clone()]);
-        v.enter(id.context, "proxy_on_log", &[c.clone()]);
+        v.enter(id.context, "proxy_on_done", &[c]);
+        v.enter(id.context, "proxy_on_log", &[c]);
         v.enter(id.context, "proxy_on_delete", &[c]);
         v.store.data_mut().streams.remove(&id.context);
         let mut w = lock(&self.world);

@@ -46,8 +46,14 @@ impl RedisLink {
         let stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
         stream.set_read_timeout(Some(IO_BOUND)).unwrap();
         stream.set_write_timeout(Some(IO_BOUND)).unwrap();
-        let mut link =
-            RedisLink { stream, buf: Vec::new(), sent: VecDeque::new(), read: HashMap::new(), generation, handshake: Vec::new() };
+        let mut link = RedisLink {
+            stream,
+            buf: Vec::new(),
+            sent: VecDeque::new(),
+            read: HashMap::new(),
+            generation,
+            handshake: Vec::new(),
+        };
         let mut hello = Vec::new();
         if !login.password.is_empty() {
             hello.push(if login.username.is_empty() {

@@ -28,7 +28,8 @@ pub fn parse_command(query: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     for i in 0..count {
         let (len, start) = header(query, at, b'$').map_err(|e| format!("argument {i}: {e}"))?;
         let len = usize::try_from(len).map_err(|_| format!("argument {i} is a null bulk string"))?;
-        let end = start.checked_add(len).filter(|e| e + 2 <= query.len()).ok_or(format!("argument {i} is truncated"))?;
+        let end =
+            start.checked_add(len).filter(|e| e + 2 <= query.len()).ok_or(format!("argument {i} is truncated"))?;
         if &query[end..end + 2] != b"\r\n" {
             return Err(format!("argument {i} does not end with CRLF"));
         }
@@ -102,7 +103,10 @@ mod tests {
     #[test]
     fn exactly_one_command_per_query() {
         let q = command(&["EVALSHA", "abc", "1", "k", "5"]);
-        assert_eq!(parse_command(&q).unwrap(), vec![b"EVALSHA".to_vec(), b"abc".to_vec(), b"1".to_vec(), b"k".to_vec(), b"5".to_vec()]);
+        assert_eq!(
+            parse_command(&q).unwrap(),
+            vec![b"EVALSHA".to_vec(), b"abc".to_vec(), b"1".to_vec(), b"k".to_vec(), b"5".to_vec()]
+        );
         let mut two = q.clone();
         two.extend_from_slice(&command(&["PING"]));
         assert!(parse_command(&two).unwrap_err().contains("exactly one command"));

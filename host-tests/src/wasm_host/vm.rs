@@ -122,7 +122,8 @@ impl Vm {
     ) -> Vm {
         let clock = lock(world).clock.clone();
         let stderr = MemoryOutputPipe::new(1 << 20);
-        let wasi = WasiCtxBuilder::new().stdout(stderr.clone()).stderr(stderr.clone()).wall_clock(clock.clone()).build_p1();
+        let wasi =
+            WasiCtxBuilder::new().stdout(stderr.clone()).stderr(stderr.clone()).wall_clock(clock.clone()).build_p1();
         let state = VmState {
             wasi,
             index,
@@ -191,8 +192,12 @@ impl Vm {
         let state = self.store.data();
         let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
         let world = lock(&state.world);
-        let mine: Vec<String> =
-            world.logs.iter().filter(|l| l.vm == state.index).map(|l| format!("  [{}] {}", l.level, l.message)).collect();
+        let mine: Vec<String> = world
+            .logs
+            .iter()
+            .filter(|l| l.vm == state.index)
+            .map(|l| format!("  [{}] {}", l.level, l.message))
+            .collect();
         let logs = &mine[mine.len().saturating_sub(10)..];
         format!(
             "the module trapped in VM {} during {name} (context {context}): {e:?}\nmodule stderr:\n{}\nlast log lines:\n{}",

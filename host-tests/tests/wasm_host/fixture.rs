@@ -67,8 +67,11 @@ impl Servers {
     /// decision is one store call.
     pub fn start(kind: Kind) -> Servers {
         let servers = Servers::start_empty(kind);
-        let _: String =
-            redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut servers.redis.connect()).unwrap();
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(ratelimit::script::SCRIPT)
+            .query(&mut servers.redis.connect())
+            .unwrap();
         servers
     }
 

@@ -48,9 +48,9 @@ fn webdis_even_a_host_that_delivers_late_replies_is_survived() {
     assert_eq!(host.pending_calls(), 1, "the SCRIPT LOAD is out");
     host.close(gone);
     host.advance(5);
-    assert_eq!(host.calls().iter().map(|c| c.outcome.clone()).collect::<Vec<_>>(), [
-        Outcome::Delivered(at(1_000)),
-        Outcome::Delivered(at(1_005))
-    ]);
+    assert_eq!(
+        host.calls().iter().map(|c| c.outcome.clone()).collect::<Vec<_>>(),
+        [Outcome::Delivered(at(1_000)), Outcome::Delivered(at(1_005))]
+    );
     assert_eq!(host.send(0, Request::get("/api")).header("x-ratelimit-remaining"), Some("4"));
 }

@@ -8,16 +8,17 @@
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod artifacts;
+mod breaker;
+mod deny_cache;
 mod fallback;
 mod fixture;
 mod harness;
 mod late_reply;
 mod malformed;
 mod noscript;
+mod random;
 mod redis_calls;
-mod artifacts;
-mod breaker;
-mod deny_cache;
 mod retry_after;
 mod ticks;
 mod timeouts;

@@ -52,7 +52,7 @@ fn init_once_per_vm_tokens_3_mod_4_one_connection_per_vm() {
         status: 0,
     };
     for vm in 0..3 {
-        assert_eq!(host.redis_inits(vm), [init.clone()], "VM {vm}: init once, at configure");
+        assert_eq!(host.redis_inits(vm), std::slice::from_ref(&init), "VM {vm}: init once, at configure");
         assert_eq!(host.redis_connections(vm), 1, "VM {vm}");
         let tokens: Vec<u32> = host.calls().iter().filter(|c| c.vm == vm).map(|c| c.token).collect();
         assert_eq!(tokens, [3, 7, 11], "VM {vm}: 3 mod 4, per VM");
@@ -67,16 +67,21 @@ fn replies_are_matched_first_in_first_out_whatever_the_delivery_order() {
     host.faults([Fault::Delay(10), Fault::Pass, Fault::Delay(5)]);
     let ids: Vec<_> = (0..3).map(|_| host.begin(0, Request::get("/api"))).collect();
     host.advance(10);
-    let remaining: Vec<String> = ids.into_iter().map(|id| host.finish(id).header("x-ratelimit-remaining").unwrap().into()).collect();
+    let remaining: Vec<String> =
+        ids.into_iter().map(|id| host.finish(id).header("x-ratelimit-remaining").unwrap().into()).collect();
     assert_eq!(remaining, ["4", "3", "2"], "each stream got the reply to its own command");
     let delivered: Vec<Outcome> = host.calls().into_iter().map(|c| c.outcome).collect();
-    assert_eq!(delivered, [Outcome::Delivered(at(1_010)), Outcome::Delivered(at(1_000)), Outcome::Delivered(at(1_005))]);
+    assert_eq!(
+        delivered,
+        [Outcome::Delivered(at(1_010)), Outcome::Delivered(at(1_000)), Outcome::Delivered(at(1_005))]
+    );
 }
 
 #[test]
 fn auth_and_select_come_from_the_configuration() {
     let servers = Servers::start(Kind::Redis);
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("s3cret").query(&mut servers.redis.connect()).unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("s3cret").query(&mut servers.redis.connect()).unwrap();
     let config = Kind::Redis.config_full(
         &rule("api", "/api", "closed", "fixed_window", 5, "1h"),
         r#","cluster":"store?db=3","username":"default","password":"s3cret""#,
@@ -101,7 +106,8 @@ fn auth_and_select_come_from_the_configuration() {
 #[test]
 fn a_missing_password_is_a_store_error() {
     let servers = Servers::start(Kind::Redis);
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("s3cret").query(&mut servers.redis.connect()).unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("requirepass").arg("s3cret").query(&mut servers.redis.connect()).unwrap();
     let mut host = servers.host(&config(), 1).start();
     assert_unavailable(&host.send(0, Request::get("/api")));
     assert_eq!(host.calls().len(), 1);

@@ -14,9 +14,11 @@ fn info_is_read_on_every_tick_and_the_policy_warned_about_once(kind: Kind) {
     let mut c = servers.redis.connect();
     let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("104857600").query(&mut c).unwrap();
     let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("allkeys-lru").query(&mut c).unwrap();
-    let config = kind.config_full(&rule("api", "/api", "closed", "fixed_window", 5, "1h"), r#","stats_interval":"1s""#, "");
+    let config =
+        kind.config_full(&rule("api", "/api", "closed", "fixed_window", 5, "1h"), r#","stats_interval":"1s""#, "");
     let mut host = servers.host(&config, 2).start();
-    let infos = |host: &host_tests::wasm_host::Host| host.calls().iter().filter(|c| c.request.command() == "INFO").count();
+    let infos =
+        |host: &host_tests::wasm_host::Host| host.calls().iter().filter(|c| c.request.command() == "INFO").count();
     host.advance(999);
     assert_eq!(infos(&host), 0);
     host.advance(1);

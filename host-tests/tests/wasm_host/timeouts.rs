@@ -38,7 +38,10 @@ fn a_lost_reply_fails_at_the_timeout_exactly(kind: Kind) {
     assert_eq!(host.counter("ratelimit.closed.store_errors"), 1);
     assert_eq!(host.counter("ratelimit.closed.fail_closed"), 1);
     if kind == Kind::Webdis {
-        assert_eq!(host.logs_containing("store answered HTTP 504"), ["ratelimit: store answered HTTP 504 (store errors on this worker: 1)"]);
+        assert_eq!(
+            host.logs_containing("store answered HTTP 504"),
+            ["ratelimit: store answered HTTP 504 (store errors on this worker: 1)"]
+        );
     }
 }
 
@@ -80,7 +83,10 @@ fn an_open_rule_admits_through_the_fallback_on_timeout(kind: Kind) {
     host.faults([Fault::Timeout]);
     let r = host.send(0, Request::get("/open"));
     // The fallback share of fleet_size 1 is the whole limit.
-    assert_eq!((r.status, r.header("x-ratelimit-limit"), r.header("x-ratelimit-remaining")), (200, Some("5"), Some("4")));
+    assert_eq!(
+        (r.status, r.header("x-ratelimit-limit"), r.header("x-ratelimit-remaining")),
+        (200, Some("5"), Some("4"))
+    );
     assert_eq!(host.counter("ratelimit.open.fallback_allowed"), 1);
     assert_eq!(host.counter("ratelimit.open.store_errors"), 1);
 }

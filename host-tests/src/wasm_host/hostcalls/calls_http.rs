@@ -44,7 +44,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let (port, fault) = {
                 let mut w = lock(&world);
                 let Some(Cluster::Http { port }) = w.clusters.get(&cluster).cloned() else { return Ok(BAD_ARGUMENT) };
-                (port, w.faults.next())
+                (port, w.faults.take_next())
             };
             if let Fault::DispatchStatus(status) = fault {
                 return Ok(status);

@@ -66,10 +66,16 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
     linker.func_wrap(
         "env",
         "proxy_redis_call",
-        |mut c: Caller<'_, VmState>, cluster_ptr: i32, cluster_len: i32, query_ptr: i32, query_len: i32, token_ptr: i32| {
+        |mut c: Caller<'_, VmState>,
+         cluster_ptr: i32,
+         cluster_len: i32,
+         query_ptr: i32,
+         query_len: i32,
+         token_ptr: i32| {
             let cluster = read_str(&mut c, cluster_ptr, cluster_len)?;
             let query = read(&mut c, query_ptr, query_len)?;
-            let args = parse_command(&query).map_err(|e| format_err!("proxy_redis_call: not exactly one RESP2 command: {e}"))?;
+            let args = parse_command(&query)
+                .map_err(|e| format_err!("proxy_redis_call: not exactly one RESP2 command: {e}"))?;
             let request = Request::Redis { args };
             if request.command() == "HELLO" {
                 return Err(format_err!("proxy_redis_call: HELLO is forbidden (the host's decoder knows RESP2 only)"));
@@ -77,7 +83,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let Ok(target) = RedisTarget::parse(&cluster) else { return Ok(BAD_ARGUMENT) };
             let Some(client) = c.data().redis_clients.get(&target.name).cloned() else { return Ok(BAD_ARGUMENT) };
             let world = c.data().world.clone();
-            let fault = lock(&world).faults.next();
+            let fault = lock(&world).faults.take_next();
             if let Fault::DispatchStatus(status) = fault {
                 return Ok(status);
             }

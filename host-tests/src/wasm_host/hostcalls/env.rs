@@ -37,7 +37,8 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
         "proxy_get_property",
         |mut c: Caller<'_, VmState>, path_ptr: i32, path_len: i32, ptr_ptr: i32, size_ptr: i32| {
             // The path's segments are separated by NUL bytes.
-            let path: String = read(&mut c, path_ptr, path_len)?.iter().map(|&b| if b == 0 { '.' } else { b as char }).collect();
+            let path: String =
+                read(&mut c, path_ptr, path_len)?.iter().map(|&b| if b == 0 { '.' } else { b as char }).collect();
             let value = property(c.data(), &path);
             match value {
                 Some(v) => {
@@ -52,7 +53,8 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
         "env",
         "proxy_set_property",
         |mut c: Caller<'_, VmState>, path_ptr: i32, path_len: i32, value_ptr: i32, value_len: i32| {
-            let path: String = read(&mut c, path_ptr, path_len)?.iter().map(|&b| if b == 0 { '.' } else { b as char }).collect();
+            let path: String =
+                read(&mut c, path_ptr, path_len)?.iter().map(|&b| if b == 0 { '.' } else { b as char }).collect();
             let value = read(&mut c, value_ptr, value_len)?;
             let active = c.data().active;
             match c.data_mut().streams.get_mut(&active) {

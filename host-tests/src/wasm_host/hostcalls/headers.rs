@@ -36,11 +36,15 @@ fn map_mut(state: &mut VmState, kind: i32) -> Option<&mut Headers> {
 
 /// Defines the hostcalls of this file.
 pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
-    linker.func_wrap("env", "proxy_get_header_map_pairs", |mut c: Caller<'_, VmState>, kind: i32, ptr_ptr: i32, size_ptr: i32| {
-        let Some(pairs) = map(c.data(), kind) else { return Ok(NOT_FOUND) };
-        copy_out(&mut c, &serialize(&pairs), ptr_ptr, size_ptr)?;
-        Ok(OK)
-    })?;
+    linker.func_wrap(
+        "env",
+        "proxy_get_header_map_pairs",
+        |mut c: Caller<'_, VmState>, kind: i32, ptr_ptr: i32, size_ptr: i32| {
+            let Some(pairs) = map(c.data(), kind) else { return Ok(NOT_FOUND) };
+            copy_out(&mut c, &serialize(&pairs), ptr_ptr, size_ptr)?;
+            Ok(OK)
+        },
+    )?;
     linker.func_wrap(
         "env",
         "proxy_get_header_map_value",
@@ -89,12 +93,16 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             Ok(OK)
         },
     )?;
-    linker.func_wrap("env", "proxy_set_header_map_pairs", |mut c: Caller<'_, VmState>, kind: i32, ptr: i32, len: i32| {
-        let bytes = read(&mut c, ptr, len)?;
-        let pairs = deserialize(&bytes).map_err(|e| wasmtime::format_err!("proxy_set_header_map_pairs: {e}"))?;
-        let Some(map) = map_mut(c.data_mut(), kind) else { return Ok(BAD_ARGUMENT) };
-        *map = pairs;
-        Ok(OK)
-    })?;
+    linker.func_wrap(
+        "env",
+        "proxy_set_header_map_pairs",
+        |mut c: Caller<'_, VmState>, kind: i32, ptr: i32, len: i32| {
+            let bytes = read(&mut c, ptr, len)?;
+            let pairs = deserialize(&bytes).map_err(|e| wasmtime::format_err!("proxy_set_header_map_pairs: {e}"))?;
+            let Some(map) = map_mut(c.data_mut(), kind) else { return Ok(BAD_ARGUMENT) };
+            *map = pairs;
+            Ok(OK)
+        },
+    )?;
     Ok(())
 }
