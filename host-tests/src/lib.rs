@@ -16,4 +16,5 @@ pub mod redis_cluster;
 pub mod redis_server;
 pub mod script;
 pub mod stack;
+pub mod wasm_host;
 pub mod webdis;

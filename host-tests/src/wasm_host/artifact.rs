@@ -1,0 +1,67 @@
+//! The two builds of the filter and loading them. Compiling a module takes
+//! a moment, so each is compiled once per test process and shared.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use wasmtime::{Engine, ExternType, Module};
+
+use crate::paths::dist;
+
+/// A build of the filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Artifact {
+    /// `dist/ratelimit.wasm`: webdis over HTTP calls, for stock Envoy.
+    Webdis,
+    /// `dist/ratelimit-redis.wasm`: Higress's Redis calls.
+    Redis,
+}
+
+impl Artifact {
+    /// Its file name under `dist/`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Artifact::Webdis => "ratelimit.wasm",
+            Artifact::Redis => "ratelimit-redis.wasm",
+        }
+    }
+
+    /// Its path; fails the test at once, saying how to build it, if missing.
+    pub fn path(self) -> PathBuf {
+        dist(self.file_name())
+    }
+}
+
+/// The engine every host of this process uses.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(Engine::default)
+}
+
+/// The compiled module of `artifact`.
+pub fn module(artifact: Artifact) -> Module {
+    static CACHE: OnceLock<Mutex<HashMap<Artifact, Module>>> = OnceLock::new();
+    let path = artifact.path();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    cache
+        .entry(artifact)
+        .or_insert_with(|| {
+            Module::from_file(engine(), &path).unwrap_or_else(|e| panic!("{} does not compile: {e:?}", path.display()))
+        })
+        .clone()
+}
+
+/// The functions `artifact` imports, as `module.name`.
+pub fn function_imports(artifact: Artifact) -> Vec<String> {
+    module(artifact)
+        .imports()
+        .filter(|i| matches!(i.ty(), ExternType::Func(_)))
+        .map(|i| format!("{}.{}", i.module(), i.name()))
+        .collect()
+}
+
+/// The functions `artifact` exports.
+pub fn function_exports(artifact: Artifact) -> Vec<String> {
+    module(artifact).exports().filter(|e| matches!(e.ty(), ExternType::Func(_))).map(|e| e.name().to_string()).collect()
+}

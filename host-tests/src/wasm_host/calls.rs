@@ -1,0 +1,231 @@
+//! Store calls in flight and their history. A call is answered only when
+//! the test runs the host: at its ready instant (a reply) or at its
+//! deadline (the call's timeout), whichever comes first.
+
+use super::faults::Fault;
+use super::header_map::Headers;
+
+/// Which hostcall made the call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// `proxy_http_call`, answered on the HTTP context that made it.
+    Http {
+        /// The context that dispatched it.
+        context: u32,
+    },
+    /// `proxy_redis_call` (Higress), answered on the root context.
+    Redis,
+}
+
+/// What was asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// An HTTP request to webdis.
+    Http {
+        /// The call's headers (`:method`, `:path`, `:authority`, ...).
+        headers: Headers,
+        /// Its body.
+        body: Vec<u8>,
+    },
+    /// One RESP command, as its arguments.
+    Redis {
+        /// The arguments, the command name first.
+        args: Vec<Vec<u8>>,
+    },
+}
+
+impl Request {
+    /// The Redis command it carries: `EVALSHA`, `EVAL`, `SCRIPT LOAD`, ...
+    pub fn command(&self) -> String {
+        match self {
+            Request::Http { headers, body } => {
+                let path = headers.iter().find(|(n, _)| n == ":path").map_or("", |(_, v)| v.as_str());
+                if path == "/" {
+                    let text = String::from_utf8_lossy(body);
+                    text.split('/').next().unwrap_or("").to_ascii_uppercase()
+                } else {
+                    path.trim_start_matches('/').split('/').collect::<Vec<_>>().join(" ").to_ascii_uppercase()
+                }
+            }
+            Request::Redis { args } => {
+                let name = args.first().map(|a| String::from_utf8_lossy(a).to_ascii_uppercase()).unwrap_or_default();
+                match (name.as_str(), args.get(1)) {
+                    ("SCRIPT", Some(sub)) => format!("SCRIPT {}", String::from_utf8_lossy(sub).to_ascii_uppercase()),
+                    _ => name,
+                }
+            }
+        }
+    }
+
+    /// The Redis command's arguments after its name (webdis: decoded from
+    /// the path segments of the body).
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            Request::Http { body, .. } => {
+                let text = String::from_utf8_lossy(body);
+                text.split('/').skip(1).map(percent_decode).collect()
+            }
+            Request::Redis { args } => args.iter().skip(1).map(|a| String::from_utf8_lossy(a).into_owned()).collect(),
+        }
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What the module is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// An HTTP response (`:status` among the headers).
+    Http {
+        /// Response headers, `:status` first.
+        headers: Headers,
+        /// Body.
+        body: Vec<u8>,
+    },
+    /// The HTTP stream was reset: no headers, no body.
+    HttpReset,
+    /// A Redis reply (status 0) with these raw RESP bytes.
+    Redis(Vec<u8>),
+    /// Redis status 1: network error, timeout or closed connection; no bytes.
+    RedisNetworkError,
+}
+
+/// Where the answer of a call comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Known already; delivered at `at_ms`.
+    Ready {
+        /// When it may be delivered.
+        at_ms: u64,
+        /// What.
+        reply: Reply,
+    },
+    /// The real Redis's reply, read from the VM's connection (first in,
+    /// first out) when delivered at `at_ms`.
+    OnConnection {
+        /// When it may be delivered.
+        at_ms: u64,
+        /// The connection it was written on (a reconnect is a new one).
+        connection: u64,
+    },
+    /// Nothing comes: only the deadline fires.
+    Never,
+}
+
+/// What became of a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still in flight.
+    Pending,
+    /// Its reply was delivered at this instant.
+    Delivered(u64),
+    /// Its timeout fired at this instant.
+    TimedOut(u64),
+    /// The stream that made it ended first; Envoy cancels its HTTP calls.
+    Cancelled(u64),
+}
+
+/// One store call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Sequence number across the host.
+    pub id: u64,
+    /// The VM that made it.
+    pub vm: usize,
+    /// The token returned to the module.
+    pub token: u32,
+    /// How it was made.
+    pub transport: Transport,
+    /// The cluster named.
+    pub cluster: String,
+    /// What was asked.
+    pub request: Request,
+    /// The fault applied.
+    pub fault: Fault,
+    /// When it was dispatched.
+    pub dispatched_ms: u64,
+    /// When its timeout fires.
+    pub deadline_ms: u64,
+    /// Where its answer comes from.
+    pub answer: Answer,
+    /// What became of it.
+    pub outcome: Outcome,
+}
+
+impl Call {
+    /// When something is due: its reply or its timeout.
+    pub fn due_ms(&self) -> Option<u64> {
+        if self.outcome != Outcome::Pending {
+            return None;
+        }
+        let ready = match &self.answer {
+            Answer::Ready { at_ms, .. } | Answer::OnConnection { at_ms, .. } => Some(*at_ms),
+            Answer::Never => None,
+        };
+        Some(ready.map_or(self.deadline_ms, |r| r.min(self.deadline_ms)))
+    }
+
+    /// Whether its reply (not its timeout) is what is due.
+    pub fn reply_first(&self) -> bool {
+        match &self.answer {
+            Answer::Ready { at_ms, .. } | Answer::OnConnection { at_ms, .. } => *at_ms <= self.deadline_ms,
+            Answer::Never => false,
+        }
+    }
+}
+
+/// Every call made, in order; the pending ones are those whose outcome is `Pending`.
+#[derive(Debug, Default)]
+pub struct Calls {
+    /// All of them.
+    pub all: Vec<Call>,
+}
+
+impl Calls {
+    /// The call due first at or before `now_ms` (ties: dispatch order).
+    pub fn next_due(&self, now_ms: u64) -> Option<usize> {
+        self.all
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.due_ms().filter(|d| *d <= now_ms).map(|d| (d, c.id, i)))
+            .min()
+            .map(|(_, _, i)| i)
+    }
+
+    /// The earliest instant anything is due.
+    pub fn next_instant(&self) -> Option<u64> {
+        self.all.iter().filter_map(Call::due_ms).min()
+    }
+
+    /// Fails, at `now_ms`, every call of VM `vm` still waiting on Redis
+    /// connection `generation` (it was closed): status 1.
+    pub fn fail_connection(&mut self, vm: usize, generation: u64, now_ms: u64) {
+        for c in self.all.iter_mut().filter(|c| c.vm == vm && c.outcome == Outcome::Pending) {
+            if matches!(c.answer, Answer::OnConnection { connection, .. } if connection == generation) {
+                c.answer = Answer::Ready { at_ms: now_ms, reply: Reply::RedisNetworkError };
+            }
+        }
+    }
+
+    /// How many are in flight.
+    pub fn pending(&self) -> usize {
+        self.all.iter().filter(|c| c.outcome == Outcome::Pending).count()
+    }
+}

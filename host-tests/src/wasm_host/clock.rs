@@ -1,0 +1,39 @@
+//! The injected clock: what `proxy_get_current_time_nanoseconds` (and WASI's
+//! clocks) return. It moves only when the test says so.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Milliseconds since the epoch, shared by every VM of a host.
+#[derive(Clone, Debug)]
+pub struct Clock(Arc<AtomicU64>);
+
+impl Clock {
+    /// A clock standing at `ms`.
+    pub fn at(ms: u64) -> Clock {
+        Clock(Arc::new(AtomicU64::new(ms)))
+    }
+
+    /// The time, in ms since the epoch.
+    pub fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Sets the time; it never goes back (Envoy's wall clock is monotonic
+    /// enough for the filter, and a test going back is a test bug).
+    pub fn set_ms(&self, ms: u64) {
+        let now = self.now_ms();
+        assert!(ms >= now, "the clock cannot go back from {now} to {ms}");
+        self.0.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl wasmtime_wasi::HostWallClock for Clock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(1)
+    }
+
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.now_ms())
+    }
+}

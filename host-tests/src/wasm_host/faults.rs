@@ -1,0 +1,85 @@
+//! Faults a test injects into store calls. Each dispatched call takes the
+//! next fault from a queue, or else the standing fault, or else none.
+//!
+//! Only `Pass` and `Delay` reach the real store (the command runs when it
+//! is dispatched, as with a real proxy); every other fault stands in for
+//! the store, so the command never runs.
+
+use std::collections::VecDeque;
+
+/// What happens to one store call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault: the real store answers, delivered as soon as the test
+    /// runs the host (`run_until_idle`).
+    Pass,
+    /// The real store answers, but the reply arrives `ms` after dispatch;
+    /// the call's timeout still applies (a reply later than the timeout is
+    /// never seen, the timeout is).
+    Delay(u64),
+    /// The store never answers: only the call's timeout fires, when the
+    /// test advances the clock to its deadline (HTTP 504 / Redis status 1).
+    Drop,
+    /// The call times out at once: HTTP 504 (Envoy's "upstream request
+    /// timeout") / Redis status 1.
+    Timeout,
+    /// The connection fails: HTTP 503 (Envoy's "upstream connect error")
+    /// / Redis status 1 with no reply.
+    ConnectFailure,
+    /// A Redis error reply with this text: `-<text>` over RESP, or webdis's
+    /// `{"<COMMAND>":[false,"<text>"]}` with HTTP 200.
+    Error(String),
+    /// These exact reply bytes: RESP for the Redis transport (status 0),
+    /// the body of an HTTP 200 for webdis.
+    Raw(Vec<u8>),
+    /// An HTTP reply with this status and body (webdis only).
+    Http(u32, Vec<u8>),
+    /// The HTTP stream is reset: the callback sees no headers and no body
+    /// (webdis only).
+    Reset,
+    /// The dispatch hostcall itself returns this status (2 BadArgument, 10
+    /// InternalFailure, or anything else to see how the module copes).
+    DispatchStatus(i32),
+}
+
+impl Fault {
+    /// Whether the command reaches the real store.
+    pub fn reaches_store(&self) -> bool {
+        matches!(self, Fault::Pass | Fault::Delay(_))
+    }
+}
+
+/// The faults still to apply.
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    queue: VecDeque<Fault>,
+    standing: Option<Fault>,
+}
+
+impl FaultPlan {
+    /// Queues faults for the next calls, in order.
+    pub fn push(&mut self, faults: impl IntoIterator<Item = Fault>) {
+        self.queue.extend(faults);
+    }
+
+    /// Sets (or with `None` clears) the fault of every call once the queue is empty.
+    pub fn set_standing(&mut self, fault: Option<Fault>) {
+        self.standing = fault;
+    }
+
+    /// Forgets every fault.
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.standing = None;
+    }
+
+    /// The fault of the next call.
+    pub fn take_next(&mut self) -> Fault {
+        self.queue.pop_front().or_else(|| self.standing.clone()).unwrap_or(Fault::Pass)
+    }
+
+    /// Faults queued and not yet used.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+}

@@ -1,0 +1,209 @@
+//! One VM: an instance of the module with its own memory, as one Envoy
+//! worker thread runs it. Holds what is per worker: its contexts and
+//! streams, its tokens, its metric ids, its Redis connections. Every entry
+//! into the module goes through `Vm::enter`, which turns a trap into a test
+//! failure that carries the trap, the module's stderr and its last logs.
+
+use std::collections::BTreeMap;
+
+use wasmtime::{Engine, Instance, Linker, Module, Store, Val};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::WasiCtxBuilder;
+
+use super::clock::Clock;
+use super::header_map::Headers;
+use super::metrics::Kind;
+use super::redis_link::{Login, RedisLink};
+use super::stream::Stream;
+use super::world::{lock, WorldRef};
+
+/// The root context's id in every VM.
+pub const ROOT_ID: u32 = 1;
+
+/// What a callback may read while it runs.
+#[derive(Clone, Debug)]
+pub enum Callback {
+    /// An HTTP-call response: headers (map type 6) and body (buffer type 4).
+    Http {
+        /// Response headers.
+        headers: Headers,
+        /// Body.
+        body: Vec<u8>,
+    },
+    /// A Redis reply: raw RESP bytes (buffer type 9).
+    Redis(Vec<u8>),
+}
+
+/// One `proxy_redis_init` the module made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisInit {
+    /// The cluster string as passed.
+    pub cluster: String,
+    /// ACL user.
+    pub username: String,
+    /// Password.
+    pub password: String,
+    /// Operation timeout, ms.
+    pub timeout_ms: u32,
+    /// The status returned.
+    pub status: i32,
+}
+
+/// A Redis cluster a VM has initialized.
+#[derive(Clone, Debug)]
+pub struct RedisClient {
+    /// The port it leads to.
+    pub port: u16,
+    /// Login sent on each new connection.
+    pub login: Login,
+    /// Per-command timeout, ms.
+    pub timeout_ms: u64,
+}
+
+/// The per-VM state, inside its wasmtime store.
+pub struct VmState {
+    /// WASI preview 1 (the module is built for wasm32-wasip1).
+    pub wasi: WasiP1Ctx,
+    /// Which VM (worker) this is.
+    pub index: usize,
+    /// What all VMs share.
+    pub world: WorldRef,
+    /// The injected clock.
+    pub clock: Clock,
+    /// The plugin configuration (buffer type 7).
+    pub plugin_config: Vec<u8>,
+    /// The context hostcalls act on: the one called, or the one the module
+    /// chose with `proxy_set_effective_context`.
+    pub active: u32,
+    /// Live HTTP streams by context id.
+    pub streams: BTreeMap<u32, Stream>,
+    /// What the running callback may read.
+    pub callback: Option<Callback>,
+    /// Next HTTP-call token: 4, 8, 12, ... (≡ 0 mod 4).
+    pub next_http_token: u32,
+    /// Next Redis-call token: 3, 7, 11, ... (≡ 3 mod 4).
+    pub next_redis_token: u32,
+    /// Every `proxy_redis_init`, in order.
+    pub redis_inits: Vec<RedisInit>,
+    /// Initialized Redis clusters by name.
+    pub redis_clients: BTreeMap<String, RedisClient>,
+    /// Open Redis connections by cluster name.
+    pub redis_links: BTreeMap<String, RedisLink>,
+    /// Connections opened so far (numbers each one).
+    pub redis_connections: u64,
+    /// Metric names by id - 1.
+    pub metric_ids: Vec<(String, Kind)>,
+    /// `proxy_set_tick_period_milliseconds` (0: no timer).
+    pub tick_period_ms: u32,
+    /// The module's stderr (a Rust panic message lands here before the trap).
+    pub stderr: MemoryOutputPipe,
+}
+
+/// A running VM.
+pub struct Vm {
+    /// The store (and the state in it).
+    pub store: Store<VmState>,
+    instance: Instance,
+    /// Whether `proxy_on_configure` accepted the configuration.
+    pub configured: bool,
+}
+
+impl Vm {
+    /// Instantiates `module` as VM `index` and starts it as Envoy does:
+    /// `_initialize`, the root context, `proxy_on_vm_start`, `proxy_on_configure`.
+    pub fn start(
+        engine: &Engine,
+        module: &Module,
+        linker: &Linker<VmState>,
+        index: usize,
+        world: &WorldRef,
+        plugin_config: &[u8],
+    ) -> Vm {
+        let clock = lock(world).clock.clone();
+        let stderr = MemoryOutputPipe::new(1 << 20);
+        let wasi =
+            WasiCtxBuilder::new().stdout(stderr.clone()).stderr(stderr.clone()).wall_clock(clock.clone()).build_p1();
+        let state = VmState {
+            wasi,
+            index,
+            world: world.clone(),
+            clock,
+            plugin_config: plugin_config.to_vec(),
+            active: ROOT_ID,
+            streams: BTreeMap::new(),
+            callback: None,
+            next_http_token: 4,
+            next_redis_token: 3,
+            redis_inits: Vec::new(),
+            redis_clients: BTreeMap::new(),
+            redis_links: BTreeMap::new(),
+            redis_connections: 0,
+            metric_ids: Vec::new(),
+            tick_period_ms: 0,
+            stderr,
+        };
+        let mut store = Store::new(engine, state);
+        let instance = linker
+            .instantiate(&mut store, module)
+            .unwrap_or_else(|e| panic!("VM {index}: the module does not instantiate: {e:?}"));
+        assert!(
+            instance.get_func(&mut store, "proxy_abi_version_0_2_1").is_some(),
+            "the module does not export proxy_abi_version_0_2_1: not a proxy-wasm 0.2.1 module"
+        );
+        let mut vm = Vm { store, instance, configured: false };
+        for start in ["_initialize", "_start"] {
+            if vm.instance.get_func(&mut vm.store, start).is_some() {
+                vm.enter(ROOT_ID, start, &[]);
+            }
+        }
+        vm.enter(ROOT_ID, "proxy_on_context_create", &[Val::I32(ROOT_ID as i32), Val::I32(0)]);
+        let started = vm.enter(ROOT_ID, "proxy_on_vm_start", &[Val::I32(ROOT_ID as i32), Val::I32(0)]);
+        let size = plugin_config.len() as i32;
+        let configured = vm.enter(ROOT_ID, "proxy_on_configure", &[Val::I32(ROOT_ID as i32), Val::I32(size)]);
+        vm.configured = started == Some(1) && configured == Some(1);
+        vm
+    }
+
+    /// Whether the module exports `name`.
+    pub fn exports(&mut self, name: &str) -> bool {
+        self.instance.get_func(&mut self.store, name).is_some()
+    }
+
+    /// Calls export `name` on behalf of `context` and returns its i32 result,
+    /// if it has one. A trap fails the test with everything known about it.
+    pub fn enter(&mut self, context: u32, name: &str, args: &[Val]) -> Option<i32> {
+        let func = self
+            .instance
+            .get_func(&mut self.store, name)
+            .unwrap_or_else(|| panic!("VM {}: the module does not export {name}", self.store.data().index));
+        let mut results = vec![Val::I32(0); func.ty(&self.store).results().len()];
+        self.store.data_mut().active = context;
+        let outcome = func.call(&mut self.store, args, &mut results);
+        self.store.data_mut().active = ROOT_ID;
+        self.store.data_mut().callback = None;
+        if let Err(e) = outcome {
+            panic!("{}", self.trap_report(name, context, &e));
+        }
+        results.first().and_then(Val::i32)
+    }
+
+    fn trap_report(&self, name: &str, context: u32, e: &wasmtime::Error) -> String {
+        let state = self.store.data();
+        let stderr = String::from_utf8_lossy(&state.stderr.contents()).into_owned();
+        let world = lock(&state.world);
+        let mine: Vec<String> = world
+            .logs
+            .iter()
+            .filter(|l| l.vm == state.index)
+            .map(|l| format!("  [{}] {}", l.level, l.message))
+            .collect();
+        let logs = &mine[mine.len().saturating_sub(10)..];
+        format!(
+            "the module trapped in VM {} during {name} (context {context}): {e:?}\nmodule stderr:\n{}\nlast log lines:\n{}",
+            state.index,
+            if stderr.is_empty() { "  (empty)".to_string() } else { stderr },
+            logs.join("\n")
+        )
+    }
+}

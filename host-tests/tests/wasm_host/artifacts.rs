@@ -1,0 +1,37 @@
+//! What each build imports: stock Envoy refuses a module that imports an
+//! unknown function, so the default build must not import the Redis calls,
+//! and the Redis build must import them and export their callback.
+
+use host_tests::wasm_host::artifact::{function_exports, function_imports};
+use host_tests::wasm_host::Artifact;
+
+const REDIS_IMPORTS: [&str; 2] = ["env.proxy_redis_init", "env.proxy_redis_call"];
+
+#[test]
+fn the_default_build_imports_no_redis_call() {
+    let imports = function_imports(Artifact::Webdis);
+    assert!(imports.contains(&"env.proxy_http_call".to_string()));
+    let redis: Vec<&String> = imports.iter().filter(|i| i.contains("redis")).collect();
+    assert!(redis.is_empty(), "{redis:?}");
+    assert!(!function_exports(Artifact::Webdis).contains(&"proxy_on_redis_call_response".to_string()));
+    // Only what wasm32-wasip1's std needs from WASI, nothing that touches the machine.
+    let wasi: Vec<&String> = imports.iter().filter(|i| i.starts_with("wasi_snapshot_preview1.")).collect();
+    assert_eq!(
+        wasi,
+        [
+            "wasi_snapshot_preview1.environ_get",
+            "wasi_snapshot_preview1.environ_sizes_get",
+            "wasi_snapshot_preview1.fd_write",
+            "wasi_snapshot_preview1.proc_exit"
+        ]
+    );
+}
+
+#[test]
+fn the_redis_build_imports_the_redis_calls_and_exports_their_callback() {
+    let imports = function_imports(Artifact::Redis);
+    for name in REDIS_IMPORTS {
+        assert!(imports.contains(&name.to_string()), "{name} missing from {imports:?}");
+    }
+    assert!(function_exports(Artifact::Redis).contains(&"proxy_on_redis_call_response".to_string()));
+}

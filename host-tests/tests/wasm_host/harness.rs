@@ -1,0 +1,87 @@
+//! The host itself: a trap fails the test with its message, a missing
+//! artifact fails fast saying how to build it, a refused configuration is
+//! visible, and a call the host refuses to dispatch is a store error.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use host_tests::wasm_host::{Artifact, Fault, Host, Request};
+
+use crate::fixture::{assert_unavailable, rule, Kind, Servers};
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload.downcast_ref::<String>().cloned().or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string())).unwrap()
+}
+
+#[test]
+fn a_trap_fails_the_test_with_its_message() {
+    let servers = Servers::start(Kind::Webdis);
+    let config = Kind::Webdis.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"));
+    let mut host = servers.host(&config, 1).start();
+    // The SDK panics on a status it does not expect; panic=abort makes that a trap.
+    host.faults([Fault::DispatchStatus(12)]);
+    let text = panic_text(catch_unwind(AssertUnwindSafe(|| host.send(0, Request::get("/api")))).unwrap_err());
+    assert!(text.starts_with("the module trapped in VM 0 during proxy_on_request_headers (context 2):"), "{text}");
+    assert!(text.contains("wasm `unreachable` instruction executed"), "{text}");
+    assert!(text.contains("unexpected status: 12"), "the panic message from the module's stderr: {text}");
+}
+
+#[test]
+fn a_missing_artifact_fails_fast_saying_how_to_build_it() {
+    let text = panic_text(catch_unwind(|| host_tests::paths::dist("no-such.wasm")).unwrap_err());
+    assert!(text.ends_with("dist/no-such.wasm is missing: run `make build` first"), "{text}");
+}
+
+#[test]
+fn a_refused_configuration_lets_everything_through_and_says_why() {
+    let config = Kind::Redis.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"));
+    let mut host = Host::builder(Artifact::Webdis, &config).vms(2).start();
+    assert!(!host.configured(0) && !host.configured(1));
+    let refused: Vec<String> = host.logs_containing("configuration refused");
+    let line = r#"ratelimit: configuration refused: store.transport: "redis" needs the Redis-call build (ratelimit-redis.wasm); this module speaks webdis"#;
+    assert_eq!(refused, [line, line]);
+    let r = host.send(0, Request::get("/api"));
+    assert_eq!((r.status, r.local, r.header("x-ratelimit-limit")), (200, false, None));
+    assert!(host.calls().is_empty());
+}
+
+#[test]
+fn a_call_the_host_refuses_is_a_store_error() {
+    let servers = Servers::start(Kind::Webdis);
+    let config = Kind::Webdis.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"));
+    let mut host = servers.host(&config, 1).start();
+    host.faults([Fault::DispatchStatus(2), Fault::DispatchStatus(10)]);
+    assert_unavailable(&host.send(0, Request::get("/api")));
+    assert_unavailable(&host.send(0, Request::get("/api")));
+    assert!(host.calls().is_empty(), "nothing was dispatched");
+    assert_eq!(
+        host.logs_containing("store errors"),
+        [
+            "ratelimit: store call could not be dispatched (store errors on this worker: 1)",
+            "ratelimit: store call could not be dispatched (store errors on this worker: 2)"
+        ]
+    );
+    // A cluster Envoy does not know is refused the same way.
+    let mut lost = Host::builder(Artifact::Webdis, &config).start();
+    assert_unavailable(&lost.send(0, Request::get("/api")));
+    assert_eq!(lost.counter("ratelimit.api.store_errors"), 1);
+}
+
+#[test]
+fn the_webdis_call_is_what_webdis_expects() {
+    let servers = Servers::start(Kind::Webdis);
+    let config = Kind::Webdis.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"));
+    let mut host = servers.host(&config, 1).start();
+    host.send(0, Request::get("/api").from("192.0.2.7:5555"));
+    let call = &host.calls()[0];
+    assert_eq!(call.token % 4, 0, "HTTP-call tokens are 0 mod 4");
+    assert_eq!(call.deadline_ms - call.dispatched_ms, 25);
+    assert_eq!(call.cluster, "store");
+    let host_tests::wasm_host::calls::Request::Http { headers, .. } = &call.request else { panic!() };
+    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
+    let args = call.request.args();
+    assert_eq!(
+        args[1..],
+        ["1", "t:{192.0.2.7}:api:fw:3600000:472222", "1700000000000", "1", "fw", "5", "3600000", "5", "1"]
+    );
+}

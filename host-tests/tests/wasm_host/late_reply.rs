@@ -1,0 +1,56 @@
+//! A client that goes away before the store answers. Envoy cancels the
+//! stream's HTTP calls; Higress still delivers a Redis reply to the root
+//! context, where the module must find the stream gone and drop it. Either
+//! way: no trap, and the next requests are decided as usual.
+
+use host_tests::wasm_host::{Fault, Outcome, Request};
+
+use crate::both_transports;
+use crate::fixture::{at, rule, Kind, Servers};
+
+both_transports!(a_reply_after_the_client_left_is_dropped);
+
+fn config(kind: Kind) -> String {
+    kind.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"))
+}
+
+fn a_reply_after_the_client_left_is_dropped(kind: Kind) {
+    let servers = Servers::start(kind);
+    let mut host = servers.host(&config(kind), 1).start();
+    host.advance_to(at(1_000));
+    host.faults([Fault::Delay(5)]);
+    let gone = host.begin(0, Request::get("/api"));
+    let stays = host.begin(0, Request::get("/api"));
+    host.close(gone);
+    host.advance(5);
+    let r = host.finish(stays);
+    assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, Some("3")), "the store counted both");
+    let outcomes: Vec<Outcome> = host.calls().into_iter().map(|c| c.outcome).collect();
+    match kind {
+        Kind::Webdis => assert_eq!(outcomes, [Outcome::Cancelled(at(1_000)), Outcome::Delivered(at(1_000))]),
+        Kind::Redis => assert_eq!(outcomes, [Outcome::Delivered(at(1_005)), Outcome::Delivered(at(1_000))]),
+    }
+    assert_eq!(host.live_streams(0), 0);
+    assert_eq!(host.send(0, Request::get("/api")).header("x-ratelimit-remaining"), Some("2"));
+}
+
+/// A host that (unlike Envoy) delivers HTTP-call replies to ended streams:
+/// the SDK finds no context for them and the module never sees them.
+#[test]
+fn webdis_even_a_host_that_delivers_late_replies_is_survived() {
+    let servers = Servers::start_empty(Kind::Webdis);
+    let mut host = servers.host(&config(Kind::Webdis), 1).deliver_after_close().start();
+    host.advance_to(at(1_000));
+    // The first EVALSHA meets NOSCRIPT; the client leaves during the load.
+    host.faults([Fault::Pass, Fault::Delay(5)]);
+    let gone = host.begin(0, Request::get("/api"));
+    host.run_until_idle();
+    assert_eq!(host.pending_calls(), 1, "the SCRIPT LOAD is out");
+    host.close(gone);
+    host.advance(5);
+    assert_eq!(
+        host.calls().iter().map(|c| c.outcome.clone()).collect::<Vec<_>>(),
+        [Outcome::Delivered(at(1_000)), Outcome::Delivered(at(1_005))]
+    );
+    assert_eq!(host.send(0, Request::get("/api")).header("x-ratelimit-remaining"), Some("4"));
+}
