@@ -8,7 +8,7 @@ VENV := .venv
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build test test-native test-wasm clippy demo clean
+.PHONY: help setup build image push test test-native test-wasm clippy demo clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,20 @@ build: ## Build the release module into dist/ratelimit.wasm
 	@mkdir -p dist
 	cp $(RELEASE)/ratelimit.wasm dist/ratelimit.wasm
 	@ls -l dist/*.wasm
+
+image: build ## Write reproducible OCI wasm images to dist/oci/ (no Docker engine); print their digests
+	.ci/oci_image.py dist/ratelimit.wasm dist/oci/ratelimit
+	@# The Redis-call build is a separate artifact; image it only when it was built.
+	@if [ -f dist/ratelimit-redis.wasm ]; then \
+	  .ci/oci_image.py dist/ratelimit-redis.wasm dist/oci/ratelimit-redis; \
+	else \
+	  rm -rf dist/oci/ratelimit-redis; \
+	  echo "image: dist/ratelimit-redis.wasm is absent: built only the default image"; \
+	fi
+
+push: image ## Push dist/oci/* to REGISTRY=host[:port]/path (INSECURE=1: plain HTTP) with skopeo
+	@[ -n "$(REGISTRY)" ] || { echo "push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/acme" >&2; exit 2; }
+	INSECURE=$(INSECURE) .ci/oci_push.sh "$(REGISTRY)" dist/oci/*/
 
 test: setup build ## Set up, build, lint, and run every test (what CI runs)
 	$(MAKE) --no-print-directory clippy test-native test-wasm
