@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -Oz --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build test test-native test-wasm clippy demo clean
+.PHONY: help setup build image push test test-native test-wasm clippy demo clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,20 @@ build: ## Build the release modules: dist/ratelimit.wasm (webdis) and dist/ratel
 	cargo build --release --target $(WASM_TARGET) -p ratelimit-filter --features redis --target-dir target/redis
 	$(WASM_OPT) target/redis/$(WASM_TARGET)/release/ratelimit.wasm -o dist/ratelimit-redis.wasm
 	@ls -l dist/*.wasm
+
+image: build ## Write reproducible OCI wasm images to dist/oci/ (no Docker engine); print their digests
+	.ci/oci_image.py dist/ratelimit.wasm dist/oci/ratelimit
+	@# The Redis-call build is a separate artifact; image it only when it was built.
+	@if [ -f dist/ratelimit-redis.wasm ]; then \
+	  .ci/oci_image.py dist/ratelimit-redis.wasm dist/oci/ratelimit-redis; \
+	else \
+	  rm -rf dist/oci/ratelimit-redis; \
+	  echo "image: dist/ratelimit-redis.wasm is absent: built only the default image"; \
+	fi
+
+push: image ## Push dist/oci/* to REGISTRY=host[:port]/path (INSECURE=1: plain HTTP) with skopeo
+	@[ -n "$(REGISTRY)" ] || { echo "push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/acme" >&2; exit 2; }
+	INSECURE=$(INSECURE) .ci/oci_push.sh "$(REGISTRY)" dist/oci/*/
 
 test: setup build ## Set up, build, lint, and run every test (what CI runs)
 	$(MAKE) --no-print-directory clippy test-native test-wasm

@@ -26,7 +26,12 @@ pub struct EnvoyTemplate {
 
 /// The text of `envoy-config/envoy.yaml`.
 pub fn template_text() -> String {
-    std::fs::read_to_string(root().join("envoy-config/envoy.yaml")).unwrap()
+    config_text("envoy.yaml")
+}
+
+/// The text of a file of `envoy-config/`.
+pub fn config_text(name: &str) -> String {
+    std::fs::read_to_string(root().join("envoy-config").join(name)).unwrap()
 }
 
 /// Fills the template: each `# template: <name>` line gets loopback
@@ -34,7 +39,14 @@ pub fn template_text() -> String {
 /// markers is replaced. Panics if a marker is missing, so a test can never
 /// run a private variant of the config.
 pub fn render(t: &EnvoyTemplate) -> String {
-    let text = template_text();
+    render_text(&template_text(), t, &[("module", format!("local: {{ filename: {} }}", t.module))])
+}
+
+/// Fills `text`, a file of `envoy-config/` with the markers of envoy.yaml
+/// (admin, listener, backend, webdis, the plugin configuration) and the
+/// further `lines`: (marker, the line's new content after its indent).
+/// `t.module` is not used here. Panics if a marker is missing or unknown.
+pub fn render_text(text: &str, t: &EnvoyTemplate, lines: &[(&str, String)]) -> String {
     let mut out = String::new();
     let mut in_plugin = false;
     let mut seen = Vec::new();
@@ -48,7 +60,6 @@ pub fn render(t: &EnvoyTemplate) -> String {
                 "listener" => out.push_str(&socket(t.listener)),
                 "backend" => out.push_str(&socket(t.backend)),
                 "webdis" => out.push_str(&socket(t.webdis)),
-                "module" => out.push_str(&format!("{indent}local: {{ filename: {} }}", t.module)),
                 "plugin-config-begin" => match &t.plugin_config {
                     Some(json) => {
                         in_plugin = true;
@@ -61,7 +72,10 @@ pub fn render(t: &EnvoyTemplate) -> String {
                     in_plugin = false;
                     continue;
                 }
-                other => panic!("unknown template marker {other}"),
+                other => match lines.iter().find(|(n, _)| *n == other) {
+                    Some((_, content)) => out.push_str(&format!("{indent}{content}")),
+                    None => panic!("unknown template marker {other}"),
+                },
             }
             out.push('\n');
             continue;
@@ -71,8 +85,9 @@ pub fn render(t: &EnvoyTemplate) -> String {
             out.push('\n');
         }
     }
-    for m in ["admin", "listener", "backend", "webdis", "module", "plugin-config-begin", "plugin-config-end"] {
-        assert!(seen.iter().any(|s| s == m), "envoy.yaml lost its template marker {m}");
+    let common = ["admin", "listener", "backend", "webdis", "plugin-config-begin", "plugin-config-end"];
+    for m in common.into_iter().chain(lines.iter().map(|(n, _)| *n)) {
+        assert!(seen.iter().any(|s| s == m), "the Envoy config lost its template marker {m}");
     }
     out
 }

@@ -9,11 +9,14 @@
 
 pub mod backend;
 pub mod envoy;
+pub mod file_server;
 pub mod http;
+pub mod oci;
 pub mod paths;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod registry;
 pub mod script;
 pub mod stack;
 pub mod wasm_host;
