@@ -32,6 +32,19 @@ pub fn limit_keys(out: &mut Vec<String>, domain: &str, identity: &str, rule: &st
     }
 }
 
+/// The Redis Cluster hash slot of keys tagged `{tag}`: CRC16 (XMODEM) of
+/// the tag, modulo 16384, as Redis computes it.
+pub fn cluster_slot(tag: &str) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in tag.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +65,16 @@ mod tests {
             ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
         );
         assert_eq!(keys(Algorithm::FixedWindow, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn cluster_slots_are_redis_crc16() {
+        // CRC16/XMODEM of "123456789" is 0x31C3 (Redis Cluster spec).
+        assert_eq!(cluster_slot("123456789"), 0x31C3 % 16384);
+        // CLUSTER KEYSLOT foo = 12182, bar = 5061.
+        assert_eq!(cluster_slot("foo"), 12182);
+        assert_eq!(cluster_slot("bar"), 5061);
     }
 
     #[test]

@@ -56,10 +56,10 @@ pub fn start(shared: &Shared) -> Action {
     match begin(&env, &HostRequest, now) {
         Start::Done(outcome) => apply(shared, outcome, false),
         Start::Wait(pending) => {
-            let calls = pending.calls.len();
+            let waiting: Vec<usize> = (0..pending.calls.len()).filter(|&c| pending.calls[c].is_waiting()).collect();
             shared.borrow_mut().pending = Some(pending);
             let mut outcome = None;
-            for call in 0..calls {
+            for call in waiting {
                 outcome = outcome.or(send(shared, call, Stage::First, Message::Evalsha, false, now));
             }
             // Only when no call could even start is the outcome known now.

@@ -3,7 +3,7 @@
 //! plans one store call per identity; `on_reply` takes each call's result;
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
-use crate::breaker::{self, Gate};
+use crate::breaker::{self, Gate, Health};
 use crate::call::{LimitCall, ScriptCall};
 use crate::config::{Config, FailureMode, Rule};
 use crate::decision::Decision;
@@ -11,6 +11,7 @@ use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::{entry_fingerprint, IdentityDigest};
 use crate::identity::identity;
+use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
 use crate::request::{Request, RequestSource};
 use crate::response::{
@@ -57,10 +58,17 @@ pub struct PlannedCall {
     pub script: ScriptCall,
     /// The identity's digest, for deny-cache and fallback fingerprints.
     digest: IdentityDigest,
+    /// The Redis Cluster hash slot of its keys (its slot breaker).
+    slot: u16,
     result: Option<Result<Vec<Decision>, StoreError>>,
 }
 
 impl PlannedCall {
+    /// Whether the call is still to be made (a breaker may have answered it).
+    pub fn is_waiting(&self) -> bool {
+        self.result.is_none()
+    }
+
     /// How many limits (decisions) the call covers.
     pub fn limit_count(&self) -> usize {
         self.script.args.len().saturating_sub(2) / 5
@@ -135,7 +143,8 @@ where
                 })
                 .collect();
             let script = ScriptCall::new(&config.domain, &identity, now_ms, &limits);
-            calls.push(PlannedCall { rules: to_call, script, digest, result: None });
+            let slot = cluster_slot(&identity);
+            calls.push(PlannedCall { rules: to_call, script, digest, slot, result: None });
         }
     }
     let mut pending = Pending { now_ms, calls, known };
@@ -143,10 +152,12 @@ where
         return Start::Done(pending.finish(env));
     }
     let probe_ms = config.store.timeout_ms.saturating_mul(2).saturating_add(1000);
-    if breaker::gate(env.shared, now_ms, probe_ms) == Gate::Open {
-        for call in &mut pending.calls {
+    for call in &mut pending.calls {
+        if breaker::gate(env.shared, &config.store.breaker, call.slot, now_ms, probe_ms) == Gate::Open {
             call.result = Some(Err(StoreError::BreakerOpen));
         }
+    }
+    if pending.calls.iter().all(|c| !c.is_waiting()) {
         return Start::Done(pending.finish(env));
     }
     Start::Wait(pending)
@@ -191,7 +202,7 @@ impl Pending {
         if call.result.is_some() {
             return None;
         }
-        breaker::record(env.shared, &env.config.store.breaker, now_ms, result.is_ok());
+        breaker::record(env.shared, &env.config.store.breaker, call.slot, now_ms, Health::of(&result));
         call.result = Some(result);
         self.calls.iter().all(|c| c.result.is_some()).then(|| self.finish(env))
     }

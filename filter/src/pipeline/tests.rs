@@ -272,3 +272,20 @@ fn a_reply_with_too_few_decisions_never_panics() {
     let out = w.run(&api("k1"), &[Ok(vec![]), Ok(vec![allow(1, 1)])]);
     assert!(matches!(out, Outcome::Continue(_)));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_failing_shard_sends_only_its_clients_to_the_failure_policy() {
+    let w = World::new(CONFIG);
+    let shard_down = || Err(StoreError::Redis("ERR upstream failure".into()));
+    // k1 and k2 hash to different cluster slots.
+    assert_ne!(crate::keys::cluster_slot("k1"), crate::keys::cluster_slot("k2"));
+    for _ in 0..3 {
+        w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), shard_down()]);
+    }
+    let Start::Wait(p) = w.begin(&api("k1")) else { panic!("the client_ip call still goes") };
+    assert!(p.calls[0].is_waiting());
+    assert!(!p.calls[1].is_waiting(), "k1's slot breaker is open: no call");
+    let Start::Wait(p) = w.begin(&api("k2")) else { panic!() };
+    assert!(p.calls.iter().all(PlannedCall::is_waiting), "k2's shard is untouched");
+}

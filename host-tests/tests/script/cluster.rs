@@ -19,6 +19,9 @@ fn multi_limit_calls_run_on_the_slot_owner_of_every_identity() {
     for i in 0..24 {
         let call = Fixture::call(&format!("user{i}"), T0, &limits, 1);
         assert_eq!(call.keys.len(), 6);
+        let slot: u16 =
+            redis::cmd("CLUSTER").arg("KEYSLOT").arg(&call.keys[0]).query(&mut cluster.nodes[0].connect()).unwrap();
+        assert_eq!(ratelimit::keys::cluster_slot(&format!("user{i}")), slot, "the filter's slot of user{i}");
         let owner = cluster.owner_of(&call.keys[0]);
         owners.insert(owner.port);
         let decisions = evalsha(&mut owner.connect(), ratelimit::script::sha1_hex(), &call, None)

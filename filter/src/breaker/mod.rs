@@ -1,0 +1,168 @@
+//! Circuit breakers in front of the store, shared by the proxy's workers.
+//! After N consecutive failures a breaker opens and no store call is made
+//! for the open period; then exactly one probe goes through. The probe's
+//! success closes it; its failure opens it again.
+//!
+//! Two levels, because failures say different things:
+//! - the **store** breaker counts transport failures (HTTP status, timeout,
+//!   network, dispatch): the gateway or a single Redis is down or slow, and
+//!   every client would wait for nothing;
+//! - a **slot** breaker per Redis Cluster hash slot counts failures that
+//!   came back as a Redis error (or an undecodable reply): with a cluster
+//!   behind a proxy that is one shard failing, fast, and only its clients
+//!   should fall back. Such a reply also proves the transport works, so it
+//!   resets the store breaker's count.
+//!
+//! The slot records are read only while one could be open (the store record
+//! keeps the time of the last slot failure): the allow path pays one read.
+
+use crate::config::Breaker;
+use crate::shared::{read_u64s, write_u64s, SharedData};
+use crate::store::StoreError;
+
+const STORE_KEY: &str = "ratelimit.breaker";
+const ATTEMPTS: usize = 8;
+
+/// Whether to call the store now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Closed: call.
+    Call,
+    /// Half-open: this call is the one probe.
+    Probe,
+    /// Open: don't call; apply the failure policy.
+    Open,
+}
+
+/// What a store call's result says about the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// It answered.
+    Answered,
+    /// The transport failed: the whole store may be down.
+    StoreDown,
+    /// It answered with an error for this key: its shard may be down.
+    KeyFailed,
+}
+
+impl Health {
+    /// Classifies a call's result.
+    pub fn of<T>(result: &Result<T, StoreError>) -> Health {
+        match result {
+            Ok(_) => Health::Answered,
+            Err(StoreError::Status(_) | StoreError::Dispatch | StoreError::Network | StoreError::BreakerOpen) => {
+                Health::StoreDown
+            }
+            Err(StoreError::Redis(_) | StoreError::Malformed(_) | StoreError::ScriptMissing) => Health::KeyFailed,
+        }
+    }
+}
+
+/// A breaker record: consecutive failures, open until (ms), probe deadline
+/// (ms), and the time of the last failure (the store record: of the last
+/// slot failure).
+type Record = [u64; 4];
+
+fn read<S: SharedData + ?Sized>(shared: &S, key: &str) -> (Record, Option<u32>) {
+    match shared.get(key) {
+        Some((bytes, cas)) => (read_u64s::<4>(&bytes).unwrap_or([0; 4]), Some(cas)),
+        None => ([0; 4], None),
+    }
+}
+
+fn slot_key(slot: u16) -> String {
+    format!("ratelimit.breaker.{slot}")
+}
+
+/// One record's gate (CAS-claims the probe when half-open), and the
+/// record as read.
+fn gate_one<S: SharedData + ?Sized>(shared: &S, key: &str, now_ms: u64, probe_ms: u64) -> (Gate, Record) {
+    let mut last = [0; 4];
+    for _ in 0..ATTEMPTS {
+        let (r, cas) = read(shared, key);
+        last = r;
+        let [failures, open_until, probe_deadline, last_failure] = r;
+        if open_until == 0 {
+            return (Gate::Call, r);
+        }
+        if now_ms < open_until || now_ms < probe_deadline {
+            return (Gate::Open, r);
+        }
+        if shared.set(key, &write_u64s([failures, open_until, now_ms + probe_ms, last_failure]), cas) {
+            return (Gate::Probe, r);
+        }
+    }
+    (Gate::Open, last)
+}
+
+/// Decides whether a call for a key in hash slot `slot` may go to the store.
+/// `probe_ms` bounds how long one probe may hold a half-open breaker.
+pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now_ms: u64, probe_ms: u64) -> Gate {
+    let (store_gate, store) = gate_one(shared, STORE_KEY, now_ms, probe_ms);
+    if store_gate != Gate::Call {
+        return store_gate;
+    }
+    // No slot failed recently enough for its breaker to be anything but closed.
+    let last_slot_failure = store[3];
+    if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open_ms + probe_ms {
+        return Gate::Call;
+    }
+    gate_one(shared, &slot_key(slot), now_ms, probe_ms).0
+}
+
+/// Updates `key`'s record with `next(record)`; `None` leaves it.
+fn update<S: SharedData + ?Sized>(shared: &S, key: &str, next: impl Fn(Record) -> Option<Record>) {
+    for _ in 0..ATTEMPTS {
+        let (record, cas) = read(shared, key);
+        let Some(new) = next(record) else { return };
+        if shared.set(key, &write_u64s(new), cas) {
+            return;
+        }
+    }
+}
+
+/// One more failure on (failures, open until): opens at the threshold. When
+/// `stale_since` (its last failure) is given, a count older than the open
+/// period starts over, so scattered failures never add up.
+fn count(failures: u64, open_until: u64, stale_since: Option<u64>, config: &Breaker, now_ms: u64) -> (u64, u64) {
+    let stale = stale_since.is_some_and(|t| t != 0 && now_ms.saturating_sub(t) > config.open_ms);
+    let failures = if stale { 1 } else { failures + 1 };
+    let open_until = if failures >= u64::from(config.failures) { now_ms + config.open_ms } else { open_until };
+    (failures, open_until)
+}
+
+fn closed(r: Record) -> Option<Record> {
+    (r[0] != 0 || r[1] != 0).then_some([0, 0, 0, r[3]])
+}
+
+/// Records the result of a call for hash slot `slot`.
+pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now_ms: u64, health: Health) {
+    match health {
+        // Consecutive: any answer in between resets the count.
+        Health::StoreDown => update(shared, STORE_KEY, |r| {
+            let (failures, open_until) = count(r[0], r[1], None, config, now_ms);
+            Some([failures, open_until, 0, r[3]])
+        }),
+        // The transport works: the store breaker closes; the slot counts.
+        Health::KeyFailed => {
+            update(shared, STORE_KEY, |_| Some([0, 0, 0, now_ms]));
+            update(shared, &slot_key(slot), |r| {
+                let (failures, open_until) = count(r[0], r[1], Some(r[3]), config, now_ms);
+                Some([failures, open_until, 0, now_ms])
+            });
+        }
+        Health::Answered => {
+            let (store, _) = read(shared, STORE_KEY);
+            if closed(store).is_some() {
+                update(shared, STORE_KEY, closed);
+            }
+            // Only a slot that failed lately can have a count to clear.
+            if store[3] != 0 && now_ms < store[3] + 2 * config.open_ms {
+                update(shared, &slot_key(slot), closed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
