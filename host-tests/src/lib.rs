@@ -9,10 +9,12 @@
 
 pub mod backend;
 pub mod envoy;
+pub mod fleet;
 pub mod http;
 pub mod paths;
 pub mod process;
 pub mod redis_cluster;
+pub mod redis_proxy;
 pub mod redis_server;
 pub mod script;
 pub mod stack;
