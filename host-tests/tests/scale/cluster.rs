@@ -155,6 +155,7 @@ fn limits_are_exact_on_every_shard_and_follow_the_failure_policy_through_a_maste
     let victim = fresh.iter().find(|(_, p)| **p == victim_port).map(|(u, _)| u.clone()).unwrap();
     let healthy: Vec<String> = fresh.iter().filter(|(_, p)| **p != victim_port).map(|(u, _)| u.clone()).collect();
     let mut steady_sent = 0u64;
+    let script_loads = proxy.envoy.stat("redis.ratelimit_store.command.script.success");
     let at = cluster.nodes.iter().position(|n| n.port == victim_port).unwrap();
     let dead = cluster.nodes.remove(at);
     dead.process.signal("KILL");
@@ -193,6 +194,10 @@ fn limits_are_exact_on_every_shard_and_follow_the_failure_policy_through_a_maste
          {closed_failures} fail-closed answers; {steady_sent} exact decisions on each healthy shard meanwhile"
     );
     assert!(closed_failures >= 1, "the failover was not seen at all");
+    // The promoted replica had no script (Redis does not replicate SCRIPT
+    // LOAD): the filter's NOSCRIPT recovery loaded it through the proxy,
+    // unseen by the client.
+    assert!(proxy.envoy.stat("redis.ratelimit_store.command.script.success") > script_loads, "no SCRIPT LOAD");
     let (fallback, store): (Vec<&Answer>, Vec<&Answer>) =
         open_answers.iter().partition(|a| a.header("x-ratelimit-limit") == Some("3"));
     for (i, a) in fallback.iter().enumerate() {

@@ -102,6 +102,15 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.closed.fail_closed"), 30);
     // Back: the store decides again at once.
     assert_eq!(until_decided(&stack, "after", Duration::from_secs(5)).header("x-ratelimit-limit"), Some("1000"));
+    // The calls that timed out had reached Redis's socket: they ran when it
+    // resumed, so each client's 5 stalled requests count against its limit
+    // although the failure policy answered them (stricter, never looser).
+    for t in 0..6 {
+        for path in ["/closed", "/open"] {
+            let a = get(&stack, path, &format!("client{t}"));
+            assert_eq!(remaining(&a), Some("994"), "client{t} on {path} after the pause: {a:?}");
+        }
+    }
 }
 
 #[test]
