@@ -135,6 +135,12 @@ fn traffic(
     tally
 }
 
+/// The 1-, 5- and 15-minute load averages.
+fn loadavg() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
 fn redis_info(redis: &RedisServer, field: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("memory").query(&mut redis.connect()).unwrap();
     info.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
@@ -154,6 +160,7 @@ fn main() {
     let interval = Duration::from_secs((seconds / 60).clamp(1, 10));
     println!("Soak: {seconds} s, 2 Envoys x {WORKERS} workers, one webdis, one Redis; sampling every {interval:?}");
 
+    let load_before = loadavg();
     let redis = RedisServer::start_with(&["--maxmemory", "256mb", "--maxmemory-policy", "volatile-ttl"]);
     let fleet = Arc::new(Fleet::start(redis.port, PROXIES, WORKERS, CONFIG));
     let stop = Arc::new(AtomicBool::new(false));
@@ -223,6 +230,7 @@ fn main() {
     }
     stop.store(true, Ordering::Relaxed);
     let elapsed = started.elapsed();
+    let load_after = loadavg();
     let mut normal_tally = Tally::default();
     for t in normal {
         normal_tally.merge(t.join().unwrap());
@@ -290,7 +298,8 @@ fn main() {
     let _ = writeln!(md, "## Soak\n");
     let _ = writeln!(
         md,
-        "`{command}` (host-tests/src/bin/soak.rs), {} s, on this 2-core machine shared with other builds. \
+        "`{command}` (host-tests/src/bin/soak.rs), {} s, on a 2-core machine shared with other work \
+         (load average {load_before} before, {load_after} at the end). \
          Two Envoy 1.40 (2 workers each) with `dist/ratelimit.wasm`, one webdis, one Redis \
          (`maxmemory 256mb`, `volatile-ttl`), all on loopback. Rule `api`: per `x-user`, \
          sliding window {SLIDING_LIMIT}/min + fixed window {FIXED_LIMIT}/10 s, fails open, fleet_size 2.\n",
