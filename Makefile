@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -Oz --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build image push test test-native test-wasm clippy demo clean
+.PHONY: help setup build image push test test-native test-wasm clippy demo soak clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ test-wasm: ## The filter's pure-logic unit tests inside wasm32 (wasm-bindgen-tes
 
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo
+
+soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_SECONDS (600); figures to BENCHMARKS.md
+	cargo run -q -p host-tests --bin soak
 
 clean: ## Remove build outputs
 	cargo clean

@@ -72,7 +72,7 @@ mod tests {
     fn cluster_slots_are_redis_crc16() {
         // CRC16/XMODEM of "123456789" is 0x31C3 (Redis Cluster spec).
         assert_eq!(cluster_slot("123456789"), 0x31C3); // already below 16384
-        // CLUSTER KEYSLOT foo = 12182, bar = 5061.
+                                                       // CLUSTER KEYSLOT foo = 12182, bar = 5061.
         assert_eq!(cluster_slot("foo"), 12182);
         assert_eq!(cluster_slot("bar"), 5061);
     }

@@ -10,11 +10,13 @@
 pub mod backend;
 pub mod envoy;
 pub mod file_server;
+pub mod fleet;
 pub mod http;
 pub mod oci;
 pub mod paths;
 pub mod process;
 pub mod redis_cluster;
+pub mod redis_proxy;
 pub mod redis_server;
 pub mod registry;
 pub mod script;

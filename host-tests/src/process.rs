@@ -1,9 +1,11 @@
 //! Child processes stopped by their PID when dropped, and free ports.
 
+use std::collections::BTreeSet;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A process this test started; killed (SIGTERM, then SIGKILL) on drop.
@@ -77,17 +79,40 @@ fn signal_pid(pid: u32, sig: &str) {
     let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).stderr(Stdio::null()).status();
 }
 
-/// A port nobody listens on right now.
-pub fn free_port() -> u16 {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    // Ask the kernel, and skip ports this process handed out already.
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let seen = NEXT.fetch_add(1, Ordering::Relaxed);
-        if u32::from(port) != seen {
-            return port;
+/// Ports handed out by this process, never reused by it.
+static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// The first port of `span` ports from `first` where every port at `port +
+/// o` for o in `others` is free and new; marks them taken. All below the
+/// kernel's ephemeral range (32768 and up), so an outgoing connection
+/// (Envoy's to webdis, say) cannot grab one between this check and the
+/// server's bind; each test process starts at its own offset.
+fn claim(first: u32, span: u32, others: &[u32], counter: &AtomicU32) -> u16 {
+    let offset = std::process::id().wrapping_mul(97) % span;
+    let mut taken = TAKEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..span {
+        let port = first + (offset + counter.fetch_add(1, Ordering::Relaxed)) % span;
+        let ports: Vec<u16> = others.iter().map(|o| (port + o) as u16).collect();
+        if ports.iter().all(|p| !taken.contains(p) && TcpListener::bind(("127.0.0.1", *p)).is_ok()) {
+            taken.extend(ports);
+            return port as u16;
         }
     }
+    panic!("no free port in {first}..{}", first + span);
+}
+
+/// A port nobody listens on right now, never handed out before by this
+/// process.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    claim(22_000, 8_000, &[0], &NEXT)
+}
+
+/// A port for a Redis Cluster node: it and its cluster-bus port (+10000)
+/// both free.
+pub fn free_cluster_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    claim(20_000, 2_000, &[0, 10_000], &NEXT)
 }
 
 /// Waits until something accepts connections on `port`, or fails.

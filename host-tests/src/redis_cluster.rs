@@ -16,18 +16,16 @@ impl RedisCluster {
     /// Starts `masters` masters with `replicas` replicas each and waits until
     /// the cluster state is ok.
     pub fn start(masters: usize, replicas: usize) -> RedisCluster {
-        let nodes: Vec<RedisServer> = (0..masters * (1 + replicas))
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
-            })
-            .collect();
+        RedisCluster::start_with(masters, replicas, &[])
+    }
+
+    /// The same, every node with extra `--name value` settings.
+    pub fn start_with(masters: usize, replicas: usize, extra: &[&str]) -> RedisCluster {
+        let mut args =
+            vec!["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"];
+        args.extend_from_slice(extra);
+        let nodes: Vec<RedisServer> =
+            (0..masters * (1 + replicas)).map(|_| RedisServer::start_cluster_node(&args)).collect();
         let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
         let status = Command::new(program("redis-cli"))
             .args(["--cluster", "create"])

@@ -4,7 +4,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::paths::program;
-use crate::process::{free_port, Guard, TempDir};
+use crate::process::{free_cluster_port, free_port, Guard, TempDir};
 
 /// A running redis-server, stopped on drop.
 pub struct RedisServer {
@@ -23,8 +23,16 @@ impl RedisServer {
 
     /// Starts a server with extra `--name value` settings.
     pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(free_port(), extra)
+    }
+
+    /// Starts a Redis Cluster node (its cluster-bus port, +10000, free too).
+    pub fn start_cluster_node(extra: &[&str]) -> RedisServer {
+        RedisServer::start_on(free_cluster_port(), extra)
+    }
+
+    fn start_on(port: u16, extra: &[&str]) -> RedisServer {
         let dir = TempDir::new("redis");
-        let port = free_port();
         let process = spawn(port, &dir, extra);
         let server = RedisServer { port, process, dir };
         server.wait_ready();

@@ -1,0 +1,209 @@
+//! Store faults with one proxy: Redis paused (every decision still comes
+//! back within the call's timeout, by the failure policy), Redis restarted
+//! empty and webdis killed (both recover with nobody acting), and the open
+//! breaker (no store calls, counted on both sides).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use host_tests::http::Answer;
+use host_tests::stack::{command_calls, Stack};
+
+use crate::plugin_config;
+
+const RULES: &str = r#"
+  {"name":"open","match":{"path_prefix":"/open"},"key":["header:x-user"],"failure_mode":"open",
+   "limits":[{"algorithm":"sliding_window","limit":1000,"window":"1d"}]},
+  {"name":"closed","match":{"path_prefix":"/closed"},"key":["header:x-user"],"failure_mode":"closed",
+   "limits":[{"algorithm":"fixed_window","limit":1000,"window":"1d"}]}"#;
+
+/// The store call's timeout in these tests.
+const TIMEOUT_MS: u64 = 100;
+/// What a decision may take beyond the timeout on this 2-core machine with
+/// other builds running: Envoy's timer, the local reply, the test client's
+/// own scheduling. Measured worst cases were far below it (see the report
+/// printed by the test); it is there so a loaded CI box does not flake.
+const MARGIN_MS: u64 = 150;
+
+fn config(failures: u32, open: &str) -> String {
+    plugin_config(
+        &format!(r#","timeout_ms":{TIMEOUT_MS},"circuit_breaker":{{"failures":{failures},"open":"{open}"}}"#),
+        "",
+        RULES,
+    )
+}
+
+fn get(stack: &Stack, path: &str, user: &str) -> Answer {
+    stack.send("GET", path, &[("x-user", user)])
+}
+
+/// `(answer, milliseconds)` of one request.
+fn timed(stack: &Stack, path: &str, user: &str) -> (Answer, u64) {
+    let start = Instant::now();
+    let a = get(stack, path, user);
+    (a, start.elapsed().as_millis() as u64)
+}
+
+/// Polls `/closed` as `user` until the store decides again; the answer.
+fn until_decided(stack: &Stack, user: &str, within: Duration) -> Answer {
+    let deadline = Instant::now() + within;
+    loop {
+        let a = get(stack, "/closed", user);
+        if a.status == 200 {
+            return a;
+        }
+        assert_eq!(a.status, 503, "{a:?}");
+        assert!(Instant::now() < deadline, "decisions did not resume within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn remaining(a: &Answer) -> Option<&str> {
+    a.header("x-ratelimit-remaining")
+}
+
+#[test]
+fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
+    // The breaker never opens here: every request really waits on the store.
+    let stack = Arc::new(Stack::start(&config(1000, "1s")));
+    assert_eq!(remaining(&get(&stack, "/closed", "warm")), Some("999"));
+    stack.redis.process.signal("STOP");
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let stack = stack.clone();
+            std::thread::spawn(move || {
+                let user = format!("client{t}");
+                (0..10).map(|i| timed(&stack, if i % 2 == 0 { "/open" } else { "/closed" }, &user)).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let answers: Vec<(Answer, u64)> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    stack.redis.process.signal("CONT");
+    let mut ms: Vec<u64> = answers.iter().map(|(_, ms)| *ms).collect();
+    ms.sort_unstable();
+    eprintln!(
+        "paused Redis, timeout {TIMEOUT_MS} ms: {} decisions, min {} ms, median {} ms, max {} ms",
+        ms.len(),
+        ms[0],
+        ms[ms.len() / 2],
+        ms[ms.len() - 1]
+    );
+    for (a, ms) in &answers {
+        assert!(*ms <= TIMEOUT_MS + MARGIN_MS, "a decision took {ms} ms: {a:?}");
+        match a.header("x-ratelimit-limit") {
+            // Open: the local fallback bucket (fleet_size 1: the whole limit).
+            Some("1000") => assert_eq!(a.status, 200, "{a:?}"),
+            // Closed: 503, never 429.
+            _ => assert_eq!((a.status, a.body.as_str()), (503, r#"{"error":"rate_limiter_unavailable"}"#)),
+        }
+    }
+    assert_eq!(answers.iter().filter(|(a, _)| a.status == 200).count(), 30);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.open.fallback_allowed"), 30);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.closed.fail_closed"), 30);
+    // Back: the store decides again at once.
+    assert_eq!(until_decided(&stack, "after", Duration::from_secs(5)).header("x-ratelimit-limit"), Some("1000"));
+    // The calls that timed out had reached Redis's socket: they ran when it
+    // resumed, so each client's 5 stalled requests count against its limit
+    // although the failure policy answered them (stricter, never looser).
+    for t in 0..6 {
+        for path in ["/closed", "/open"] {
+            let a = get(&stack, path, &format!("client{t}"));
+            assert_eq!(remaining(&a), Some("994"), "client{t} on {path} after the pause: {a:?}");
+        }
+    }
+}
+
+#[test]
+fn while_the_breaker_is_open_a_hundred_requests_make_at_most_a_probe() {
+    let stack = Stack::start(&config(3, "5s"));
+    assert_eq!(get(&stack, "/closed", "warm").status, 200);
+    let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
+    let evalsha_before = stack.evalsha_calls();
+    stack.redis.process.signal("STOP");
+    // Three timeouts open the breaker.
+    for _ in 0..3 {
+        let (a, ms) = timed(&stack, "/closed", "abuser");
+        assert_eq!(a.status, 503);
+        // Envoy's timers run on its loop's cached clock: a few ms early at times.
+        assert!((TIMEOUT_MS - 10..=TIMEOUT_MS + MARGIN_MS).contains(&ms), "{ms} ms");
+    }
+    let opened = Instant::now();
+    let calls_open = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
+    assert_eq!(calls_open - calls_before, 3);
+    // 100 requests over 6 s, longer than the 5 s open period: answered by
+    // the policy at once, except the one probe after the open period.
+    let mut ms_all = Vec::new();
+    for i in 0..100 {
+        std::thread::sleep(Duration::from_millis(60));
+        let open = i % 2 == 0;
+        let (a, ms) = timed(&stack, if open { "/open" } else { "/closed" }, &format!("c{}", i % 7));
+        assert_eq!(a.status, if open { 200 } else { 503 }, "{a:?}");
+        assert!(ms <= TIMEOUT_MS + MARGIN_MS, "{ms} ms");
+        ms_all.push(ms);
+    }
+    let open_for = opened.elapsed();
+    let probes = stack.envoy.stat("wasmcustom.ratelimit.store_calls") - calls_open;
+    ms_all.sort_unstable();
+    let median = ms_all[50];
+    eprintln!("breaker open {open_for:?}: 100 requests, {probes} store calls (probes), median {median} ms");
+    // One probe per 5 s open period at most; the others wait for nothing.
+    let periods = open_for.as_secs() / 5 + 1;
+    assert!((1..=periods).contains(&probes), "{probes} store calls in {open_for:?} with the breaker open");
+    assert!(median < TIMEOUT_MS / 4, "median {median} ms: requests wait on the store with the breaker open");
+    stack.redis.process.signal("CONT");
+    // Redis side: the EVALSHAs webdis had queued ran when it resumed; there
+    // are only the three that opened the breaker and the probes.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let evalsha = loop {
+        let n = stack.evalsha_calls() - evalsha_before;
+        if n >= 3 + probes || Instant::now() > deadline {
+            break n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(evalsha <= 3 + probes, "Redis ran {evalsha} EVALSHA during the outage");
+    // The breaker closes on the next probe after its open period.
+    let a = until_decided(&stack, "later", Duration::from_secs(10));
+    assert_eq!(a.header("x-ratelimit-limit"), Some("1000"));
+}
+
+#[test]
+fn redis_restarted_empty_is_used_again_without_anyone_acting() {
+    let mut stack = Stack::start(&config(3, "1s"));
+    for expect in ["999", "998"] {
+        assert_eq!(remaining(&get(&stack, "/closed", "alice")), Some(expect));
+    }
+    stack.redis.restart(&[]);
+    // Empty: no counters, no script. The filter's EVALSHA gets NOSCRIPT,
+    // loads the script and retries; the budget starts again.
+    let a = until_decided(&stack, "alice", Duration::from_secs(10));
+    assert_eq!(remaining(&a), Some("999"), "{a:?}");
+    assert_eq!(remaining(&get(&stack, "/closed", "alice")), Some("998"));
+    assert_eq!(remaining(&get(&stack, "/open", "bob")), Some("999"));
+    assert!(command_calls(&stack.redis, "script|load") >= 1, "the filter did not load the script");
+    let without_ttl = {
+        let mut c = stack.redis.connect();
+        crate::scan_keys(&mut c).iter().filter(|k| redis::cmd("PTTL").arg(*k).query::<i64>(&mut c).unwrap() < 0).count()
+    };
+    assert_eq!(without_ttl, 0);
+}
+
+#[test]
+fn webdis_killed_and_restarted_is_used_again_without_anyone_acting() {
+    let mut stack = Stack::start(&config(3, "1s"));
+    for expect in ["999", "998"] {
+        assert_eq!(remaining(&get(&stack, "/closed", "alice")), Some(expect));
+    }
+    stack.webdis.process.signal("KILL");
+    // Down: closed → 503, open → the fallback bucket.
+    let down = get(&stack, "/closed", "alice");
+    assert_eq!(down.status, 503, "{down:?}");
+    let open = get(&stack, "/open", "bob");
+    assert_eq!((open.status, open.header("x-ratelimit-limit")), (200, Some("1000")));
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.open.fallback_allowed"), 1);
+    stack.webdis.restart();
+    // Back: Redis kept the counters, so alice continues where she was.
+    let a = until_decided(&stack, "alice", Duration::from_secs(10));
+    assert_eq!(remaining(&a), Some("997"), "{a:?}");
+    assert_eq!(remaining(&get(&stack, "/closed", "alice")), Some("996"));
+}
