@@ -8,7 +8,7 @@ VENV := .venv
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build test test-native test-wasm clippy demo clean
+.PHONY: help setup build test test-native test-wasm clippy demo bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,15 @@ test-wasm: ## The filter's pure-logic unit tests inside wasm32 (wasm-bindgen-tes
 
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo
+
+# When `make bench` started (build included), for the report.
+bench: BENCH_T0 := $(shell date +%s)
+bench: setup build ## Measure proxy and store cost, abuse, accuracy; rewrite BENCHMARKS.md and its plots (~10 min)
+	cargo build --release -q -p host-tests --bin bench
+	@$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/python -m pip install -q matplotlib
+	@figures=$$(mktemp -d) && trap 'rm -rf "$$figures"' EXIT && \
+	  BENCH_T0=$(BENCH_T0) target/release/bench "$$figures" && \
+	  $(VENV)/bin/python host-tests/bench-plot.py "$$figures/figures.json" .
 
 clean: ## Remove build outputs
 	cargo clean

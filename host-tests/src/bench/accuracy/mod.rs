@@ -56,7 +56,8 @@ pub fn run(quick: bool) -> Section {
     body.push_str(&section_bcd(&limited_rows, &constructions, &mut targets));
     body.push_str(&section_e(&cloud, &mut targets));
     body.push_str(
-        "\n![estimate error](BENCHMARKS-accuracy-error.png)\n![2L construction](BENCHMARKS-accuracy-2l.png)\n",
+        "\n![estimate error](BENCHMARKS-accuracy-error.png)\n![admitted volume](BENCHMARKS-accuracy-volume.png)\n\
+         ![2L construction](BENCHMARKS-accuracy-2l.png)\n",
     );
     let figures = json!({
         "error": errors.iter().map(|r| json!({"shape": r.shape.name(), "limit": r.limit,
