@@ -101,7 +101,7 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
     }
     let mut body = format!(
         "Redis {} driven directly (no Envoy): {CONNECTIONS} connections, each calling one after another \
-         (\"sequential\") or in pipelines of {DEPTH}, for {:.0} s per run; {rounds} rounds, every kind in turn \
+         (\"sequential\") or in pipelines of {DEPTH}, for {:.1} s per run; {rounds} rounds, every kind in turn \
          within a round. Calls are built by the filter's own `ScriptCall` (limit {LIMIT}/min, {IDENTITIES} \
          identities round robin, all allowed), the server emptied before each run. CPU: `used_cpu_user_main_thread + \
          used_cpu_sys_main_thread` delta ÷ calls (includes reading and answering the command); script time: \

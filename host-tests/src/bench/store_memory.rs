@@ -1,6 +1,7 @@
 //! Section 2b: Redis memory per identity: `used_memory` before and after
 //! many identities' state (so the key dictionaries and expiry entries are
-//! counted), and `MEMORY USAGE` of one identity's keys.
+//! counted), and `MEMORY USAGE` of one identity's keys. Names are as long as
+//! the filter makes them: memory per key depends on them.
 
 use ratelimit::algorithm::Algorithm;
 use ratelimit::model::LimitSpec;
@@ -8,6 +9,7 @@ use serde_json::json;
 
 use super::redis_info::{reset, used_memory};
 use super::report::{table, Section, Target};
+use super::stats::Summary;
 use super::store_calls::{identity, now_ms, script_call, script_command};
 use crate::redis_server::RedisServer;
 
@@ -122,53 +124,70 @@ fn measure(redis: &RedisServer, sha: &str, case: &Case) -> MemRow {
     }
 }
 
-/// Every case once (memory is not timing: one measurement is the figure).
-pub fn run(redis: &RedisServer, sha: &str, quick: bool) -> Section {
+/// Every case, `rounds` rounds (case after case within a round).
+pub fn run(redis: &RedisServer, sha: &str, quick: bool, rounds: usize) -> Section {
+    let cases = cases(quick);
+    let mut runs: Vec<Vec<MemRow>> = vec![Vec::new(); cases.len()];
+    for round in 0..rounds {
+        for (c, case) in cases.iter().enumerate() {
+            let r = measure(redis, sha, case);
+            eprintln!("  memory round {round} {}: {r:?}", case.name);
+            runs[c].push(r);
+        }
+    }
     let mut rows = Vec::new();
     let mut counters = Vec::new();
     let mut targets = Vec::new();
     let mut figures = Vec::new();
-    for case in cases(quick) {
-        let r = measure(redis, sha, &case);
-        eprintln!("  memory {}: {r:?}", case.name);
+    for (case, rs) in cases.iter().zip(&runs) {
+        let per = Summary::of(&rs.iter().map(|r| r.per_identity).collect::<Vec<_>>());
+        let usage = Summary::of(&rs.iter().map(|r| r.memory_usage as f64).collect::<Vec<_>>());
+        let keys = script_call(&case.limits, &identity(0), now_ms()).keys;
+        let key_bytes = keys.iter().map(String::len).max().unwrap_or(0);
         if let Some(cap) = case.target {
             targets.push(Target::new(
                 &format!("memory per identity, {}", case.limits[0].algorithm.name()),
                 &format!("≤ {cap} B"),
-                format!("{:.0} B", r.per_identity),
-                r.per_identity <= cap as f64,
-                String::new(),
+                format!("{:.0} B", per.median),
+                per.median <= cap as f64,
+                format!(
+                    "{} key(s) with names of up to {key_bytes} B (`{}`); MEMORY USAGE of the keys alone {:.0} B, the \
+                     rest is the key dictionary and the expiry entries",
+                    rs[0].keys, keys[0], usage.median
+                ),
             ));
         }
         if case.calls == 1 {
-            counters.push(r.per_identity);
+            counters.push(per.median);
         }
-        figures.push(json!({"name": r.name, "per_identity": r.per_identity, "memory_usage": r.memory_usage}));
+        figures.push(json!({"name": case.name, "per_identity": per.median, "memory_usage": usage.median}));
         rows.push(vec![
-            r.name.clone(),
-            r.identities.to_string(),
-            r.keys.to_string(),
-            format!("{:.0}", r.per_identity),
-            r.memory_usage.to_string(),
+            case.name.clone(),
+            case.identities.to_string(),
+            rs[0].keys.to_string(),
+            per.show(0),
+            usage.show(0),
         ]);
     }
     let full = |l: u64| {
-        rows.iter().find(|r| r[0].starts_with(&format!("sliding_log, full log of {l} "))).map(|r| r[3].clone())
+        let at = cases.iter().position(|c| c.calls == l && c.calls > 1);
+        at.map_or(0.0, |i| Summary::of(&runs[i].iter().map(|r| r.per_identity).collect::<Vec<_>>()).median)
     };
     let body = format!(
         "One state per identity written through the script (sliding_window: both windows' counters, as in steady \
-         use), on an empty Redis; \"per identity\" is the `used_memory` delta ÷ identities (includes the key \
-         dictionaries and expiry entries), \"MEMORY USAGE\" the sum over one identity's keys (`SAMPLES 0`). One \
-         measurement each (memory does not vary from run to run).\n\n{}\n\
+         use; key names as the filter builds them, identity `client-NNNNNN`, domain `bench`, rule `api`), on an \
+         empty Redis; \"per identity\" is the `used_memory` delta ÷ identities (includes the key dictionaries and \
+         expiry entries), \"MEMORY USAGE\" the sum over one identity's keys (`SAMPLES 0`). {rounds} rounds, case \
+         after case. Median (min–max).\n\n{}\n\
          Reading: the counter-based states cost {:.0}–{:.0} B per identity; a sliding log grows with every \
-         admitted request ({} B at 5, {} B at 20, {} B at 100 per identity).\nThat is why sliding_log is for \
-         small limits, and why it logs admitted requests only.\n\n![memory](BENCHMARKS-memory.png)\n",
+         admitted request ({:.0} B at 5, {:.0} B at 20, {:.0} B at 100 per identity).\nThat is why sliding_log is \
+         for small limits, and why it logs admitted requests only.\n\n![memory](BENCHMARKS-memory.png)\n",
         table(&["state", "identities", "keys each", "bytes per identity (used_memory)", "MEMORY USAGE (B)"], &rows),
         counters.iter().copied().fold(f64::MAX, f64::min),
         counters.iter().copied().fold(0.0, f64::max),
-        full(5).unwrap_or_default(),
-        full(20).unwrap_or_default(),
-        full(100).unwrap_or_default(),
+        full(5),
+        full(20),
+        full(100),
     );
     Section { title: "Store memory".into(), body, figures: json!(figures), targets }
 }

@@ -49,7 +49,7 @@ fn main() {
         }
         if wanted("memory") {
             let sha = host_tests::script::load(&mut redis.connect(), ratelimit::script::SCRIPT);
-            done(store_memory::run(&redis, &sha, quick));
+            done(store_memory::run(&redis, &sha, quick, 3));
         }
     }
     if wanted("abuse") {

@@ -252,12 +252,13 @@ fn section_e(rows: &[cloudflare::CloudflareRow], targets: &mut Vec<Target>) -> S
         at100.map_or(String::new(), |r| {
             let wrong = r.wrongly_blocked + r.wrongly_allowed;
             format!(
-                "{wrong} of {} requests (± {:.4}% from counting alone); {} wrongly allowed: a heavy client's first \
-                 full window, when the previous one holds only what came after it started and the estimate \
-                 spreads that over the whole window",
+                "{wrong} of {} requests (± {:.4}% from counting alone), {} of them wrongly allowed; {} fall in a \
+                 heavy client's first full window, whose previous window holds only what came after the client \
+                 started while the estimate spreads it over the whole window",
                 r.requests,
                 100.0 * (wrong as f64).sqrt() / r.requests as f64,
-                r.wrongly_allowed
+                r.wrongly_allowed,
+                r.wrong_heavy_first_window
             )
         }),
     ));
