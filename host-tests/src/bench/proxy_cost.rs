@@ -92,26 +92,26 @@ pub fn run(rounds: usize, duration: Duration, warmup: Duration) -> Section {
             runs[i].push(r);
         }
     }
-    let fallback_stats = envoys
-        .iter()
-        .find(|(v, _)| *v == Variant::Fallback)
-        .map(|(_, e)| e.stat("wasmcustom.ratelimit.api.fallback_allowed"))
-        .unwrap_or(0);
-    let allowed_errors = envoys
-        .iter()
-        .find(|(v, _)| *v == Variant::Allowed)
-        .map(|(_, e)| e.stat("wasmcustom.ratelimit.api.store_errors"))
-        .unwrap_or(0);
-    section(&runs, rounds, duration, fallback_stats, allowed_errors)
+    let stat =
+        |variant: Variant, name: &str| envoys.iter().find(|(v, _)| *v == variant).map_or(0, |(_, e)| e.stat(name));
+    let checks = Checks {
+        fallback_allowed: stat(Variant::Fallback, "wasmcustom.ratelimit.api.fallback_allowed"),
+        allowed_errors: stat(Variant::Allowed, "wasmcustom.ratelimit.api.store_errors"),
+        native_ok: stat(Variant::LocalRateLimit, "local_rate_limiter.http_local_rate_limit.ok"),
+        native_limited: stat(Variant::LocalRateLimit, "local_rate_limiter.http_local_rate_limit.rate_limited"),
+    };
+    section(&runs, rounds, duration, &checks)
 }
 
-fn section(
-    runs: &[Vec<Run>],
-    rounds: usize,
-    duration: Duration,
+/// Envoy's own counters, showing each variant did what its name says.
+struct Checks {
     fallback_allowed: u64,
     allowed_errors: u64,
-) -> Section {
+    native_ok: u64,
+    native_limited: u64,
+}
+
+fn section(runs: &[Vec<Run>], rounds: usize, duration: Duration, checks: &Checks) -> Section {
     let col = |i: usize, f: &dyn Fn(&Run) -> f64| runs[i].iter().map(f).collect::<Vec<f64>>();
     let base_cpu = col(0, &|r| r.envoy_us);
     let base_rate = col(0, &|r| r.wrk.rate);
@@ -195,14 +195,18 @@ fn section(
          the Envoy process (/proc/<pid>/stat) over the run ÷ requests; store CPU: the same for webdis + Redis; \
          store calls: EVALSHA at Redis ÷ requests. Ratios are to the no-filter run of the same round. Median \
          (min–max). The filter variants use one sliding_window rule keyed by client address (store timeout \
-         1000 ms, so no allow-path call falls back on this shared machine: {allowed_errors} store errors \
-         counted); the fallback variant's store address has no listener ({fallback_allowed} requests admitted by \
-         the fallback bucket).\n\n{}\n\
+         1000 ms, so no allow-path call falls back on this shared machine: {} store errors counted); the \
+         fallback variant's store address has no listener ({} requests admitted by the fallback bucket); the \
+         native local_ratelimit counted {} requests ok and {} rate limited.\n\n{}\n\
          Reading: Envoy pays {:.2}× its baseline CPU per request when no rule matches, {:.2}× on the allow path \
          (plus {:.1} µs of webdis + Redis CPU per request) and {:.2}× when the deny cache answers (no upstream \
          hop).\nRequests per second mostly measure the shared cores: the allow path runs five processes on two \
          cores, so its rate falls further than its Envoy CPU rises.\n\n![proxy cost](BENCHMARKS-proxy.png)\n",
         duration.as_secs(),
+        checks.allowed_errors,
+        checks.fallback_allowed,
+        checks.native_ok,
+        checks.native_limited,
         table(
             &[
                 "variant",
