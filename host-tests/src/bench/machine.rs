@@ -29,7 +29,7 @@ fn proc_field(file: &str, name: &str) -> String {
 }
 
 /// Processes named cargo or rustc running now (other people's builds).
-fn compilers() -> usize {
+pub fn compilers() -> usize {
     let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
     dir.flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("comm")).ok())

@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use host_tests::bench::machine::Machine;
+use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, soak_section, table, targets_table, Section, Target};
 use host_tests::bench::{abuse, accuracy, proxy_cost, store_cost, store_memory};
 use host_tests::paths::root;
@@ -35,9 +35,13 @@ fn main() {
 
     let secs = |quick_s: f64, full_s: f64| Duration::from_secs_f64(if quick { quick_s } else { full_s });
     let mut sections: Vec<Section> = Vec::new();
+    // Other people's builds, checked after each part: the run is quiet only
+    // if none ever shows up.
+    let mut busy_checks: Vec<usize> = Vec::new();
     let mut done = |s: Section| {
         println!("## {}\n\n{}", s.title, s.body);
         sections.push(s);
+        busy_checks.push(compilers());
     };
     if wanted("proxy") {
         done(proxy_cost::run(if quick { 3 } else { 5 }, secs(1.0, 6.0), secs(1.0, 2.0)));
@@ -84,17 +88,27 @@ fn main() {
         })
         .map_or(String::new(), |s| format!(" — {s} s from `make bench` to this report, build included"));
     let mut rows = machine.rows.clone();
+    let busy = busy_checks.iter().filter(|&&n| n > 0).count();
+    rows.push((
+        "during the run".into(),
+        if busy == 0 {
+            format!("no cargo/rustc process seen at any of the {} checks (after each part)", busy_checks.len())
+        } else {
+            format!("cargo/rustc processes seen at {busy} of {} checks (after each part): NOT quiet", busy_checks.len())
+        },
+    ));
     let command = if quick { "BENCH_QUICK=1 make bench" } else { "make bench" };
     rows.push((
         "command".into(),
         format!("`{command}`{elapsed} (the measurements alone: {:.0} s)", started.elapsed().as_secs_f64()),
     ));
+    let facts = table(&["", ""], &rows.iter().map(|(k, v)| vec![k.clone(), v.clone()]).collect::<Vec<_>>());
+    println!("{facts}");
     let header = format!(
         "# Benchmarks\n\nWritten by `make bench` (`host-tests/src/bin/bench.rs`; plots by `host-tests/bench-plot.py`). \
          Every number here was printed by the run described below; rerun it to replace them. Loopback only, one \
          machine: the proxy, the store, the upstream and the load generator share its cores.\n\n{}\n## Targets\n\n{}",
-        table(&["", ""], &rows.iter().map(|(k, v)| vec![k.clone(), v.clone()]).collect::<Vec<_>>()),
-        targets_text
+        facts, targets_text
     );
     std::fs::create_dir_all(&dir).unwrap();
     let figures: serde_json::Map<String, serde_json::Value> =

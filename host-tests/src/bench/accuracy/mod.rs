@@ -205,9 +205,8 @@ fn section_bcd(
          (the two remember different histories and admit different requests), not tuned away.\n\n\
          The 2L worst case built on purpose: L requests in the last millisecond of a window (the previous one \
          empty), then one attempt every millisecond for two windows.\n\n{}\n\
-         Reading: the sliding window lets 2L − 1 into one window-long span at every L, the bound reached \
-         but never passed; the exact log holds L.\nThe plot shows the trailing-window count of both on this \
-         construction.\n",
+         Reading: the sliding window lets {} into one window-long span ({}); the exact log holds {}.\nThe \
+         plot shows the trailing-window count of both on this construction (L = 100).\n",
         table(
             &[
                 "trace",
@@ -225,6 +224,21 @@ fn section_bcd(
         worst_dev * 100.0,
         poisson_dev * 100.0,
         table(&["L", "attempts", "worst span, sliding window", "2L", "worst span, exact log"], &c),
+        if constructions.iter().all(|c| c.worst_window == 2 * c.limit - 1) {
+            "2L − 1 at every L".to_string()
+        } else {
+            constructions
+                .iter()
+                .map(|c| format!("{} at L = {}", c.worst_window, c.limit))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        if constructions.iter().all(|c| c.worst_window <= 2 * c.limit) {
+            "the 2L bound approached, never passed"
+        } else {
+            "ABOVE the 2L bound"
+        },
+        if constructions.iter().all(|c| c.worst_log == c.limit) { "L".to_string() } else { "other than L".to_string() },
     )
 }
 
@@ -269,8 +283,16 @@ fn section_e(rows: &[cloudflare::CloudflareRow], targets: &mut Vec<Target>) -> S
          verdict is \"block\" when the count including the request exceeds L; the estimate uses the model's \
          formula.\n\n{}\n\
          Reading: at L = 100, {w:.4}% of verdicts differ from the true rate's (Cloudflare reported 0.003% \
-         over 400M requests).\nDisagreement happens only while a heavy client's count crosses L; \
-         well-behaved clients are never near it.\n",
+         over 400M requests).\nWrong verdicts in a heavy client's first full window: {}.\n",
         table(&["L", "clients", "requests", "wrongly blocked", "wrongly allowed", "wrong verdicts"], &t),
+        rows.iter()
+            .map(|r| format!(
+                "{} of {} at L = {}",
+                r.wrong_heavy_first_window,
+                r.wrongly_blocked + r.wrongly_allowed,
+                r.limit
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
     )
 }
