@@ -195,7 +195,7 @@ fn section(runs: &[Vec<Run>], rounds: usize, duration: Duration, checks: &Checks
          the Envoy process (/proc/<pid>/stat) over the run ÷ requests; store CPU: the same for webdis + Redis; \
          store calls: EVALSHA at Redis ÷ requests. Ratios are to the no-filter run of the same round. Median \
          (min–max). The filter variants use one sliding_window rule keyed by client address (store timeout \
-         1000 ms, so no allow-path call falls back on this shared machine: {} store errors counted); the \
+         1000 ms, so that allow-path calls do not time out on this shared machine: {} store errors counted); the \
          fallback variant's store address has no listener ({} requests admitted by the fallback bucket); the \
          native local_ratelimit counted {} requests ok and {} rate limited.\n\n{}\n\
          Reading: Envoy pays {:.2}× its baseline CPU per request when no rule matches, {:.2}× on the allow path \
