@@ -93,6 +93,8 @@ def abuse(data, out):
         colors.append("#4a7ab5" if d["deny_cache"] else "#c4644e")
     ax.barh(labels, med, xerr=err, color=colors, capsize=3)
     ax.axvline(data[0]["requests"]["median"], color="grey", linestyle=":", label="requests sent")
+    ax.axvline(data[0]["bound"], color="black", linestyle="--", label="target: L + workers × proxies")
+    ax.set_title("one client, 100 × L requests over 2 Envoys × 2 workers", fontsize=10)
     ax.set_xscale("log")
     ax.invert_yaxis()
     ax.set_xlabel("store calls (EVALSHA at Redis), log scale")

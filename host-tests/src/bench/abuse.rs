@@ -119,7 +119,7 @@ fn section(runs: &[Vec<Vec<Run>>], rounds: usize) -> Section {
             ]);
             figures
                 .push(json!({"connections": connections, "deny_cache": name == "on", "requests": requests.to_json(),
-                "store_calls": store.to_json()}));
+                "store_calls": store.to_json(), "bound": bound}));
         }
         let worst = runs[c][0].iter().map(|r| r.store_calls).max().unwrap_or(0);
         targets.push(Target::new(
