@@ -44,10 +44,10 @@ demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print
 # When `make bench` started (build included), for the report.
 bench: BENCH_T0 := $(shell date +%s)
 bench: setup build ## Measure proxy and store cost, abuse, accuracy; rewrite BENCHMARKS.md and its plots (~10 min)
-	cargo build --release -q -p host-tests --bin bench
+	cargo build --profile driver -q -p host-tests --bin bench
 	@$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/python -m pip install -q matplotlib
 	@figures=$$(mktemp -d) && trap 'rm -rf "$$figures"' EXIT && \
-	  BENCH_T0=$(BENCH_T0) target/release/bench "$$figures" && \
+	  BENCH_T0=$(BENCH_T0) target/driver/bench "$$figures" && \
 	  $(VENV)/bin/python host-tests/bench-plot.py "$$figures/figures.json" .
 
 clean: ## Remove build outputs
