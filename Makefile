@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -Oz --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build image push test test-native test-wasm clippy demo soak clean
+.PHONY: help setup build image push test test-native test-wasm clippy demo soak bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -62,6 +62,15 @@ demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print
 
 soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_SECONDS (600); figures to BENCHMARKS.md
 	cargo run -q -p host-tests --bin soak
+
+# When `make bench` started (build included), for the report.
+bench: BENCH_T0 := $(shell date +%s)
+bench: setup build ## Measure proxy and store cost, abuse, accuracy; rewrite BENCHMARKS.md and its plots (~10 min)
+	cargo build --profile driver -q -p host-tests --bin bench
+	@$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/python -m pip install -q matplotlib
+	@figures=$$(mktemp -d) && trap 'rm -rf "$$figures"' EXIT && \
+	  BENCH_T0=$(BENCH_T0) target/driver/bench "$$figures" && \
+	  $(VENV)/bin/python host-tests/bench-plot.py "$$figures/figures.json" .
 
 clean: ## Remove build outputs
 	cargo clean

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod backend;
+pub mod bench;
 pub mod envoy;
 pub mod file_server;
 pub mod fleet;
