@@ -30,6 +30,8 @@ impl Webdis {
         config["redis_port"] = redis_port.into();
         config["http_host"] = "127.0.0.1".into();
         config["http_port"] = port.into();
+        // webdis writes its log to its working directory unless told.
+        config["logfile"] = dir.path().join("webdis.log").display().to_string().into();
         let path = dir.path().join("webdis.json");
         std::fs::write(&path, config.to_string()).unwrap();
         let process = spawn(&path, &dir);
