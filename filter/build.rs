@@ -1,27 +1,33 @@
-//! Assembles the decision script from `lua/` and strips it of comments and
-//! indentation: the text Redis receives (and hashes for EVALSHA) stays
-//! small, while `lua/` keeps the readable, commented source.
+//! Assembles the decision script from `lua/`: the driver with each
+//! algorithm's fragment inlined where it says `--@include <file>` (so the
+//! script defines no function or table per algorithm: Redis runs the whole
+//! text on every call), then strips comments and indentation. The text
+//! Redis receives (and hashes for EVALSHA) stays small, while `lua/` keeps
+//! the readable, commented source.
 
 use std::error::Error;
 use std::fs;
-use std::path::Path;
-
-/// The algorithms and the driver, in the order the script defines them.
-const BODY: [&str; 6] =
-    ["sliding_window.lua", "fixed_window.lua", "token_bucket.lua", "sliding_log.lua", "gcra.lua", "driver.lua"];
+use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lua");
-    let out = std::env::var("OUT_DIR")?;
+    let out = PathBuf::from(std::env::var("OUT_DIR")?);
     let read = |name: &str| -> Result<String, Box<dyn Error>> {
         println!("cargo:rerun-if-changed={}", lua.join(name).display());
-        Ok(minify(&fs::read_to_string(lua.join(name))?))
+        Ok(fs::read_to_string(lua.join(name))?)
     };
     for part in ["prelude.lua", "clock.lua", "test_clock.lua"] {
-        fs::write(Path::new(&out).join(part), read(part)?)?;
+        fs::write(out.join(part), minify(&read(part)?))?;
     }
-    let body: String = BODY.iter().map(|f| read(f)).collect::<Result<_, _>>()?;
-    fs::write(Path::new(&out).join("body.lua"), body)?;
+    let mut body = String::new();
+    for line in read("driver.lua")?.lines() {
+        match line.trim().strip_prefix("--@include ") {
+            Some(fragment) => body.push_str(&read(fragment.trim())?),
+            None => body.push_str(line),
+        }
+        body.push('\n');
+    }
+    fs::write(out.join("body.lua"), minify(&body))?;
     Ok(())
 }
 

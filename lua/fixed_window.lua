@@ -1,24 +1,24 @@
 -- fixed_window: one counter per window, the window index in its name (from
 -- the caller's clock). The expiry is set only when the key has none, so it
 -- is never pushed out and every window closes.
-
-local function fixed_window(k, now, limit, window, _, cost)
-  local key = KEYS[k]
-  local count = tonumber(redis.call('GET', key)) or 0
-  local ends_in = window - now % window
-  if count + cost > limit then
-    local retry = ends_in
-    if cost > limit then
-      retry = -1
-    end
-    local left = limit - count
-    if left < 0 then
-      left = 0
-    end
-    return false, left, ends_in, retry, nil
+-- (A fragment of the driver's loop.)
+local key = KEYS[k]
+local count = tonumber(redis.call('GET', key)) or 0
+reset = window - now % window
+if count + cost <= limit then
+  allowed = true
+  remaining = limit - count - cost
+  writes[#writes + 1] = { 'INCRBY', key, cost }
+  writes[#writes + 1] = { 'PEXPIRE', key, reset, 'NX' }
+else
+  allowed = false
+  remaining = limit - count
+  if remaining < 0 then
+    remaining = 0
   end
-  return true, limit - count - cost, ends_in, 0, function()
-    redis.call('INCRBY', key, cost)
-    redis.call('PEXPIRE', key, ends_in, 'NX')
+  if cost > limit then
+    retry = -1
+  else
+    retry = reset
   end
 end

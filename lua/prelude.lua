@@ -1,13 +1,14 @@
 -- ratelimit decision script: prelude (shared helpers).
--- Assembled with the clock, one file per algorithm and the driver into ONE
--- script, so there is one SHA-1 to EVALSHA.
+-- build.rs assembles it with the clock and the driver, into which it inlines
+-- one fragment per algorithm: ONE script, one SHA-1 to EVALSHA. Redis runs
+-- the whole text on every call, so the script defines as little as it can:
+-- no closure or table per algorithm, only these helpers.
 --
 -- All state is kept in integers (Lua numbers are doubles: exact below 2^53),
 -- so every retry_after is exact to the millisecond.
 
 local MAX_EXACT = 9007199254740992 -- 2^53
 local floor = math.floor
-local fmt = string.format
 
 -- floor(a / b) for integers a, b > 0, corrected for double rounding.
 local function idiv(a, b)
@@ -25,11 +26,12 @@ local function cdiv(a, b)
   return -idiv(-a, b)
 end
 
--- A positive integer argument below 2^53, or nil. Rejects nan, inf, fractions.
+-- A positive integer argument below 2^53, or nil. Rejects nan (it fails
+-- every comparison), inf and fractions.
 local function posint(s)
   local x = tonumber(s)
-  if x == nil or x ~= x or x <= 0 or x >= MAX_EXACT or floor(x) ~= x then
-    return nil
+  if x and x > 0 and x < MAX_EXACT and x % 1 == 0 then
+    return x
   end
-  return x
+  return nil
 end
