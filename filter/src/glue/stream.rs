@@ -52,13 +52,13 @@ impl Stream {
 pub fn start(shared: &Shared) -> Action {
     let plugin = shared.borrow().plugin.clone();
     let env = Env { config: &plugin.config, shared: &HostShared, metrics: &plugin.metrics };
-    let now = now_ms();
-    match begin(&env, &HostRequest, now) {
+    match begin(&env, &HostRequest, now_ms) {
         Start::Done(outcome) => apply(shared, outcome, false),
         Start::Wait(pending) => {
             let waiting: Vec<usize> = (0..pending.calls.len()).filter(|&c| pending.calls[c].is_waiting()).collect();
             shared.borrow_mut().pending = Some(pending);
             let mut outcome = None;
+            let now = now_ms();
             for call in waiting {
                 outcome = outcome.or(send(shared, call, Stage::First, Message::Evalsha, false, now));
             }

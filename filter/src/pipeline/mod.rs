@@ -93,13 +93,17 @@ enum Verdict {
     Unenforced,
 }
 
-/// Starts evaluating a request at `now_ms`.
-pub fn begin<R, S, M>(env: &Env<'_, S, M>, source: &R, now_ms: u64) -> Start
+/// Starts evaluating a request. `clock` (ms since the epoch) is read once,
+/// and only if a rule applies: a request no rule matches costs no clock
+/// hostcall.
+pub fn begin<R, S, M>(env: &Env<'_, S, M>, source: &R, clock: impl Fn() -> u64) -> Start
 where
     R: RequestSource + ?Sized,
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
 {
+    let read_once = std::cell::OnceCell::new();
+    let now = || *read_once.get_or_init(&clock);
     let config = env.config;
     let req = Request::new(source);
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
@@ -115,7 +119,7 @@ where
         let mut to_call = Vec::new();
         for r in matched {
             let rule = &config.rules[r];
-            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now_ms) } else { None };
+            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now()) } else { None };
             match cached {
                 None => to_call.push(r),
                 Some(shown) => {
@@ -125,7 +129,7 @@ where
                         return Start::Done(Outcome::Reply(too_many_requests(
                             &rule.name,
                             &shown,
-                            now_ms,
+                            now(),
                             config.response_headers,
                         )));
                     }
@@ -142,11 +146,15 @@ where
                     rule.limits.iter().map(move |l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost })
                 })
                 .collect();
-            let script = ScriptCall::new(&config.domain, &identity, now_ms, &limits);
+            let script = ScriptCall::new(&config.domain, &identity, now(), &limits);
             let slot = cluster_slot(&identity);
             calls.push(PlannedCall { rules: to_call, script, digest, slot, result: None });
         }
     }
+    if calls.is_empty() && known.is_empty() {
+        return Start::Done(Outcome::Continue(Vec::new()));
+    }
+    let now_ms = now();
     let mut pending = Pending { now_ms, calls, known };
     if pending.calls.is_empty() {
         return Start::Done(pending.finish(env));

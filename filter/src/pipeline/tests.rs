@@ -39,7 +39,7 @@ impl World {
     }
 
     fn begin(&self, req: &FakeRequest) -> Start {
-        begin(&self.env(), req, NOW)
+        begin(&self.env(), req, || NOW)
     }
 
     /// Runs a request to its outcome, answering call `i` with `replies[i]`.
@@ -149,7 +149,7 @@ fn a_denial_answers_429_and_the_next_request_comes_from_the_deny_cache() {
     // Another client is not affected.
     assert!(matches!(w.begin(&api("k2")), Start::Wait(_)));
     // At the retry instant the cache lets the store decide again.
-    assert!(matches!(begin(&w.env(), &api("k1"), NOW + 2_500), Start::Wait(_)));
+    assert!(matches!(begin(&w.env(), &api("k1"), || NOW + 2_500), Start::Wait(_)));
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn three_failures_open_the_breaker_and_requests_stop_calling_the_store() {
     assert_eq!(w.metrics.get(0, Event::StoreError), 3, "no call, no new store error");
     assert_eq!(w.metrics.get(0, Event::FailClosed), 4);
     // 30 s later one probe goes through.
-    assert!(matches!(begin(&w.env(), &FakeRequest::new("POST", "/login"), NOW + 30_000), Start::Wait(_)));
+    assert!(matches!(begin(&w.env(), &FakeRequest::new("POST", "/login"), || NOW + 30_000), Start::Wait(_)));
 }
 
 #[test]
