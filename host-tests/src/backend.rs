@@ -1,7 +1,7 @@
 //! The example upstream: a small HTTP/1.1 server answering 200 "ok" to
 //! everything, on threads of the test process.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -45,29 +45,31 @@ impl Drop for Backend {
     }
 }
 
+/// Reads one HTTP/1.1 request (head and content-length body) from a
+/// keep-alive connection; `None` when the connection ends.
+pub fn read_request(reader: &mut impl BufRead) -> Option<()> {
+    let mut length = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()
+}
+
 fn serve(conn: TcpStream, served: &AtomicU64) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut writer = conn;
-    loop {
-        let mut length = 0usize;
-        let mut line = String::new();
-        // Request line and headers.
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse().unwrap_or(0);
-            }
-        }
-        let mut body = vec![0; length];
-        if reader.read_exact(&mut body).is_err() {
-            return;
-        }
+    while read_request(&mut reader).is_some() {
         served.fetch_add(1, Ordering::Relaxed);
         if writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 3\r\n\r\nok\n").is_err() {
             return;

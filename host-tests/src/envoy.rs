@@ -5,8 +5,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::paths::{envoy, root};
-use crate::process::{Guard, TempDir};
+use crate::paths::{dist, envoy, root};
+use crate::process::{free_port, Guard, TempDir};
 
 /// What to put into the template.
 pub struct EnvoyTemplate {
@@ -101,6 +101,27 @@ pub struct Envoy {
     /// The process.
     pub process: Guard,
     dir: TempDir,
+}
+
+/// Starts Envoy from envoy.yaml with `dist/ratelimit.wasm` on fresh loopback
+/// ports, in front of this upstream and webdis; `None` keeps the shipped
+/// plugin configuration.
+pub fn start_from_template(
+    backend: u16,
+    webdis: u16,
+    plugin_config: Option<&str>,
+    concurrency: u32,
+) -> Result<Envoy, EnvoyFailed> {
+    let (listener, admin) = (free_port(), free_port());
+    let config = render(&EnvoyTemplate {
+        listener,
+        admin,
+        backend,
+        webdis,
+        module: dist("ratelimit.wasm").display().to_string(),
+        plugin_config: plugin_config.map(str::to_string),
+    });
+    Envoy::start(&config, listener, admin, concurrency)
 }
 
 /// Why Envoy did not come up.

@@ -2,10 +2,12 @@
 //! threads of the test process: where Envoy downloads a module from
 //! (`vm_config.code.remote`).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+use crate::backend::read_request;
 
 /// A running server; stops accepting when dropped.
 pub struct FileServer {
@@ -55,17 +57,7 @@ impl Drop for FileServer {
 fn serve(conn: TcpStream, body: &[u8], served: &AtomicU64) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut writer = conn;
-    loop {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            if line == "\r\n" {
-                break;
-            }
-        }
+    while read_request(&mut reader).is_some() {
         served.fetch_add(1, Ordering::Relaxed);
         let head =
             format!("HTTP/1.1 200 OK\r\ncontent-type: application/wasm\r\ncontent-length: {}\r\n\r\n", body.len());

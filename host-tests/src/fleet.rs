@@ -6,10 +6,8 @@
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::envoy::{render, Envoy, EnvoyTemplate};
+use crate::envoy::{start_from_template, Envoy};
 use crate::http::{agent, send, Answer};
-use crate::paths::dist;
-use crate::process::free_port;
 use crate::webdis::Webdis;
 
 /// Everything of the fleet; stopped on drop (the store belongs to the caller).
@@ -30,20 +28,11 @@ impl Fleet {
     pub fn start(store_port: u16, proxies: usize, concurrency: u32, plugin_config: &str) -> Fleet {
         let webdis = Webdis::start(store_port);
         let backend = Backend::start();
-        let module = dist("ratelimit.wasm").display().to_string();
+        let (backend_port, webdis_port) = (backend.port, webdis.port);
         let envoys = std::thread::scope(|s| {
             let starting: Vec<_> = (0..proxies)
                 .map(|_| {
-                    let (listener, admin) = (free_port(), free_port());
-                    let config = render(&EnvoyTemplate {
-                        listener,
-                        admin,
-                        backend: backend.port,
-                        webdis: webdis.port,
-                        module: module.clone(),
-                        plugin_config: Some(plugin_config.to_string()),
-                    });
-                    s.spawn(move || Envoy::start(&config, listener, admin, concurrency))
+                    s.spawn(move || start_from_template(backend_port, webdis_port, Some(plugin_config), concurrency))
                 })
                 .collect();
             starting

@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod http;
 pub mod oci;
 pub mod paths;
+pub mod prng;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_proxy;

@@ -4,10 +4,8 @@
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::envoy::{render, Envoy, EnvoyFailed, EnvoyTemplate};
+use crate::envoy::{start_from_template, Envoy, EnvoyFailed};
 use crate::http::{agent, send, Answer};
-use crate::paths::dist;
-use crate::process::free_port;
 use crate::redis_server::RedisServer;
 use crate::webdis::Webdis;
 
@@ -44,16 +42,7 @@ impl Stack {
         let redis = RedisServer::start();
         let webdis = Webdis::start(redis.port);
         let backend = Backend::start();
-        let (listener, admin) = (free_port(), free_port());
-        let config = render(&EnvoyTemplate {
-            listener,
-            admin,
-            backend: backend.port,
-            webdis: webdis.port,
-            module: dist("ratelimit.wasm").display().to_string(),
-            plugin_config: plugin_config.map(str::to_string),
-        });
-        let envoy = Envoy::start(&config, listener, admin, concurrency)?;
+        let envoy = start_from_template(backend.port, webdis.port, plugin_config, concurrency)?;
         Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
     }
 

@@ -8,9 +8,7 @@ use super::http_load::{send_many, Tally};
 use super::report::{table, Section, Target};
 use super::stats::Summary;
 use crate::backend::Backend;
-use crate::envoy::{render, Envoy, EnvoyTemplate};
-use crate::paths::dist;
-use crate::process::free_port;
+use crate::envoy::{start_from_template, Envoy};
 use crate::redis_server::RedisServer;
 use crate::stack::command_calls;
 use crate::webdis::Webdis;
@@ -51,16 +49,8 @@ pub fn run(rounds: usize) -> Section {
     let start = |deny_cache: bool| -> Vec<Envoy> {
         (0..PROXIES)
             .map(|_| {
-                let (listener, admin) = (free_port(), free_port());
-                let config = render(&EnvoyTemplate {
-                    listener,
-                    admin,
-                    backend: backend.port,
-                    webdis: webdis.port,
-                    module: dist("ratelimit.wasm").display().to_string(),
-                    plugin_config: Some(plugin_config(deny_cache)),
-                });
-                Envoy::start(&config, listener, admin, WORKERS as u32).unwrap_or_else(|e| panic!("{}", e.log))
+                start_from_template(backend.port, webdis.port, Some(&plugin_config(deny_cache)), WORKERS as u32)
+                    .unwrap_or_else(|e| panic!("{}", e.log))
             })
             .collect()
     };

@@ -8,7 +8,6 @@ pub mod accuracy;
 pub mod envoy_variants;
 pub mod http_load;
 pub mod machine;
-pub mod prng;
 pub mod proc_cpu;
 pub mod proxy_cost;
 pub mod redis_info;

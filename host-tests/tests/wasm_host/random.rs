@@ -4,32 +4,13 @@
 //! with its message), every answer must be one the filter can give, and
 //! everything must settle once the clock passes every deadline.
 
+use host_tests::prng::Rng;
 use host_tests::wasm_host::{Fault, Host, Request, State, StreamId};
 
 use crate::both_transports;
 use crate::fixture::{Kind, Servers};
 
 both_transports!(the_module_never_traps_under_random_faults);
-
-/// xorshift64*: small, seeded, the same sequence on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 const RULES: &str = r#"
   {"name":"ip","match":{"path_prefix":"/a"},"key":["client_ip"],"failure_mode":"open","fleet_size":2,
@@ -109,7 +90,7 @@ fn settle(host: &mut Host, open: &mut Vec<StreamId>, answered: &mut [u32; 3]) {
 }
 
 fn run(kind: Kind, servers: &Servers, seed: u64) -> [u32; 3] {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut host = servers.host(&kind.config(RULES), 3).start();
     let mut open: Vec<StreamId> = Vec::new();
     let mut answered = [0u32; 3];

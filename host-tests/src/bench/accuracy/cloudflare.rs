@@ -7,7 +7,7 @@
 
 use super::counters::{CountAll, ExactCount};
 use super::traces::{poisson, WINDOW_MS};
-use crate::bench::prng::Rng;
+use crate::prng::Rng;
 
 /// The outcome for one limit.
 #[derive(Clone, Debug)]

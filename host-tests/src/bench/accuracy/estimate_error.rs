@@ -8,7 +8,7 @@
 
 use super::counters::{count_between, estimate};
 use super::traces::{trace, Shape, WINDOW_MS};
-use crate::bench::prng::Rng;
+use crate::prng::Rng;
 
 /// The fractions of the window at which the error is sampled (for the plot).
 pub const FRACTIONS: [f64; 9] = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9];

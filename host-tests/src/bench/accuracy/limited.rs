@@ -9,7 +9,7 @@ use ratelimit::model::{ClientModel, LimitSpec};
 
 use super::counters::worst_window;
 use super::traces::{trace, Shape, WINDOW_MS};
-use crate::bench::prng::Rng;
+use crate::prng::Rng;
 
 /// One (shape, limit, offered load) run.
 #[derive(Clone, Debug)]

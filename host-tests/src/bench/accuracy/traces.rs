@@ -1,7 +1,7 @@
 //! Arrival traces for the accuracy simulation, in integer milliseconds from
 //! 0 (a window boundary), sorted. Seeded, so every run sees the same traces.
 
-use crate::bench::prng::Rng;
+use crate::prng::Rng;
 
 /// The window every simulated limit uses: one minute, long enough that
 /// millisecond timestamps never bunch requests together artificially.

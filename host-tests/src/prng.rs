@@ -1,5 +1,6 @@
-//! A small seeded generator (SplitMix64), so every simulated trace is the
-//! same on every run and machine without pulling in a random-number crate.
+//! A small seeded generator (SplitMix64), so every simulated trace and
+//! every randomized test run is the same on every run and machine without
+//! pulling in a random-number crate.
 
 /// SplitMix64: fast, well mixed, and fully determined by its seed.
 #[derive(Clone, Debug)]
@@ -18,6 +19,16 @@ impl Rng {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, n) (n > 0; the modulo bias is irrelevant at test sizes).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
     }
 
     /// Uniform in [0, 1), with 53 random bits.
