@@ -1,6 +1,7 @@
 //! Hash functions written here so the filter needs no crypto dependency:
-//! SHA-1 names the script for EVALSHA (computed at compile time), SHA-256
-//! shortens long client identities without letting them collide.
+//! SHA-1 names the script for EVALSHA (computed at compile time); SHA-256
+//! shortens long client identities without letting them collide, and
+//! digests every identity for the deny-cache and fallback fingerprints.
 
 mod sha1;
 mod sha256;
@@ -21,15 +22,15 @@ pub const fn hex<const N: usize, const H: usize>(bytes: &[u8; N]) -> [u8; H] {
     out
 }
 
-/// Pads a message the way SHA-1 and SHA-256 both do and hands each 64-byte
-/// block to `f` as big-endian words.
+/// Block number `block` of `msg` padded the way SHA-1 and SHA-256 both pad
+/// it, as big-endian words.
 pub(crate) const fn block_words(msg: &[u8], block: usize) -> [u32; 16] {
     let total_bits = (msg.len() as u64).wrapping_mul(8);
+    let padded_len = padded_len(msg.len());
     let mut w = [0u32; 16];
     let mut j = 0;
     while j < 64 {
         let pos = block * 64 + j;
-        let padded_len = padded_len(msg.len());
         let byte = if pos < msg.len() {
             msg[pos]
         } else if pos == msg.len() {
