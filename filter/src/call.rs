@@ -1,71 +1,126 @@
-//! The arguments of one decision-script call: every limit of one identity.
+//! The arguments of one decision-script call (protocol v2, see
+//! `lua/driver.lua`): a batch of decisions, each every limit of ONE
+//! identity, and the decoding of its reply.
 
+use crate::algorithm::Algorithm;
+use crate::decision::Decision;
 use crate::keys::limit_keys;
 use crate::model::LimitSpec;
+use crate::store::StoreError;
 
-/// One limit to decide in a call, with the cost its rule charges.
+/// What one limit does in a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Consume this many units if the whole decision admits.
+    Use(u64),
+    /// Allowed iff at least this many units remain; writes nothing.
+    Check(u64),
+    /// Add this many units unconditionally (a debt past the limit is kept).
+    Charge(u64),
+}
+
+/// One limit of one decision.
 #[derive(Clone, Copy, Debug)]
 pub struct LimitCall<'a> {
     /// The rule the limit belongs to (part of its keys).
     pub rule: &'a str,
     /// The limit.
     pub spec: LimitSpec,
-    /// Units this request consumes.
-    pub cost: u64,
+    /// What to do with it.
+    pub op: Op,
+    /// fixed_window: this client's window offset (`None`: aligned).
+    pub offset_ms: Option<u64>,
 }
 
-/// KEYS and ARGV for the decision script (see `lua/driver.lua`).
+/// One decision: limits of ONE identity, decided together.
+pub struct DecisionCall<'a> {
+    /// The escaped identity (the keys' hash tag).
+    pub identity: &'a str,
+    /// Its limits, in order.
+    pub limits: &'a [LimitCall<'a>],
+}
+
+/// KEYS and ARGV of one EVALSHA, and what is needed to decode its reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScriptCall {
-    /// Redis keys, all with the identity's hash tag.
+    /// Redis keys, each decision's with its identity's hash tag.
     pub keys: Vec<String>,
-    /// now_ms, n, then algorithm, limit, window_ms, burst, cost per limit.
+    /// now, the spec table, then the decisions.
     pub args: Vec<String>,
+    shape: Vec<usize>,
 }
 
 impl ScriptCall {
-    /// Builds the call deciding `limits` for `identity` at `now_ms`.
-    pub fn new(domain: &str, identity: &str, now_ms: u64, limits: &[LimitCall<'_>]) -> ScriptCall {
-        let mut keys = Vec::with_capacity(limits.len() * 2);
-        let mut args = Vec::with_capacity(2 + limits.len() * 5);
-        args.push(now_ms.to_string());
-        args.push(limits.len().to_string());
-        for l in limits {
-            limit_keys(&mut keys, domain, identity, l.rule, &l.spec, now_ms);
-            args.push(l.spec.algorithm.code().to_string());
-            args.push(l.spec.limit.to_string());
-            args.push(l.spec.window_ms.to_string());
-            args.push(l.spec.burst.to_string());
-            args.push(l.cost.to_string());
+    /// Builds the call deciding `decisions` in order at `now_ms`.
+    pub fn new(domain: &str, now_ms: u64, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+        let mut specs: Vec<LimitSpec> = Vec::new();
+        let mut keys = Vec::new();
+        let mut tail = Vec::new();
+        let mut shape = Vec::with_capacity(decisions.len());
+        for d in decisions {
+            shape.push(d.limits.len());
+            tail.push(d.limits.len().to_string());
+            for l in d.limits {
+                let index = match specs.iter().position(|s| *s == l.spec) {
+                    Some(i) => i,
+                    None => {
+                        specs.push(l.spec);
+                        specs.len() - 1
+                    }
+                };
+                let offset = match l.spec.algorithm {
+                    Algorithm::FixedWindow => l.offset_ms.unwrap_or(0) % l.spec.window_ms.max(1),
+                    _ => 0,
+                };
+                limit_keys(&mut keys, domain, d.identity, l.rule, &l.spec, now_ms + offset);
+                let (op, amount) = match l.op {
+                    Op::Use(n) => ("u", n),
+                    Op::Check(n) => ("k", n),
+                    Op::Charge(n) => ("g", n),
+                };
+                tail.extend([(index + 1).to_string(), op.to_string(), amount.to_string(), offset.to_string()]);
+            }
         }
-        ScriptCall { keys, args }
+        let mut args = Vec::with_capacity(3 + specs.len() * 4 + tail.len());
+        args.push(now_ms.to_string());
+        args.push(specs.len().to_string());
+        for s in &specs {
+            args.extend([
+                s.algorithm.code().to_string(),
+                s.limit.to_string(),
+                s.window_ms.to_string(),
+                s.burst.to_string(),
+            ]);
+        }
+        args.push(decisions.len().to_string());
+        args.extend(tail);
+        ScriptCall { keys, args, shape }
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithm::Algorithm;
-    use wasm_bindgen_test::wasm_bindgen_test;
+    /// How many decisions the call carries.
+    pub fn decisions(&self) -> usize {
+        self.shape.len()
+    }
 
-    #[test]
-    #[wasm_bindgen_test]
-    fn two_limits_make_one_call_with_all_their_keys() {
-        let minute = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
-        let day = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 10_000, window_ms: 86_400_000, burst: 10_000 };
-        let call = ScriptCall::new(
-            "rl",
-            "ip=1.2.3.4",
-            90_000,
-            &[LimitCall { rule: "api", spec: minute, cost: 1 }, LimitCall { rule: "api", spec: day, cost: 1 }],
-        );
-        assert_eq!(
-            call.keys,
-            ["rl:{ip=1.2.3.4}:api:sw:60000:1", "rl:{ip=1.2.3.4}:api:sw:60000:0", "rl:{ip=1.2.3.4}:api:fw:86400000:0"]
-        );
-        assert_eq!(
-            call.args,
-            ["90000", "2", "sw", "100", "60000", "100", "1", "fw", "10000", "86400000", "10000", "1"]
-        );
+    /// How many integers the reply holds: four per limit.
+    pub fn reply_len(&self) -> usize {
+        self.shape.iter().sum::<usize>() * 4
+    }
+
+    /// Splits the flat reply into one `Vec<Decision>` per decision.
+    pub fn decode(&self, reply: &[i64]) -> Result<Vec<Vec<Decision>>, StoreError> {
+        if reply.len() != self.shape.iter().sum::<usize>() * 4 {
+            return Err(StoreError::Malformed("wrong number of values for the limits asked"));
+        }
+        let mut rest = reply;
+        let mut out = Vec::with_capacity(self.shape.len());
+        for &n in &self.shape {
+            let (mine, tail) = rest.split_at(n * 4);
+            rest = tail;
+            let decisions: Option<Vec<Decision>> =
+                mine.chunks_exact(4).map(|c| Decision::from_wire(c[0], c[1], c[2], c[3])).collect();
+            out.push(decisions.ok_or(StoreError::Malformed("impossible decision values"))?);
+        }
+        Ok(out)
     }
 }

@@ -7,6 +7,8 @@
 //! in the entry so a client never inherits another's denial from a shared
 //! slot, and a changed limit never matches entries made under the old one.
 
+use std::num::NonZeroU32;
+
 use crate::shared::{read_u64s, write_u64s, SharedData};
 
 /// A cached denial.
@@ -23,16 +25,16 @@ pub struct DenyEntry {
 /// The deny cache over `slots` shared-data entries.
 pub struct DenyCache<'a, S: SharedData + ?Sized> {
     shared: &'a S,
-    slots: u32,
+    slots: NonZeroU32,
 }
 
-fn slot_key(fp: u64, slots: u32) -> String {
-    format!("ratelimit.deny.{}", fp % u64::from(slots.max(1)))
+fn slot_key(fp: u64, slots: NonZeroU32) -> String {
+    format!("ratelimit.deny.{}", fp % u64::from(slots.get()))
 }
 
 impl<'a, S: SharedData + ?Sized> DenyCache<'a, S> {
     /// The cache in `shared`.
-    pub fn new(shared: &'a S, slots: u32) -> DenyCache<'a, S> {
+    pub fn new(shared: &'a S, slots: NonZeroU32) -> DenyCache<'a, S> {
         DenyCache { shared, slots }
     }
 
@@ -60,13 +62,17 @@ mod tests {
     use crate::shared::fake::FakeShared;
     use wasm_bindgen_test::wasm_bindgen_test;
 
+    fn slots(n: u32) -> NonZeroU32 {
+        NonZeroU32::new(n).unwrap()
+    }
+
     const E: DenyEntry = DenyEntry { deny_until_ms: 2_000, reset_at_ms: 5_000, remaining: 0 };
 
     #[test]
     #[wasm_bindgen_test]
     fn a_denial_holds_until_its_retry_instant_and_not_a_ms_longer() {
         let shared = FakeShared::default();
-        let cache = DenyCache::new(&shared, 16);
+        let cache = DenyCache::new(&shared, slots(16));
         let fp = entry_fingerprint(7, &IdentityDigest::of("1.2.3.4"));
         cache.remember(fp, E);
         assert_eq!(cache.lookup(fp, 1_999), Some(E));
@@ -77,7 +83,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_client_never_inherits_a_denial_from_a_shared_slot() {
         let shared = FakeShared::default();
-        let cache = DenyCache::new(&shared, 1); // every client in one slot
+        let cache = DenyCache::new(&shared, slots(1)); // every client in one slot
         cache.remember(entry_fingerprint(7, &IdentityDigest::of("alice")), E);
         assert_eq!(cache.lookup(entry_fingerprint(7, &IdentityDigest::of("bob")), 0), None);
         assert_eq!(
@@ -91,7 +97,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn the_slot_count_bounds_shared_data() {
         let shared = FakeShared::default();
-        let cache = DenyCache::new(&shared, 8);
+        let cache = DenyCache::new(&shared, slots(8));
         for i in 0..1000 {
             cache.remember(entry_fingerprint(1, &IdentityDigest::of(&format!("client{i}"))), E);
         }

@@ -6,6 +6,8 @@
 //! of slots. Two identities that share a slot take it over from each other
 //! (a reset count): during an outage that can only admit more, never less.
 
+use std::num::NonZeroU32;
+
 use crate::decision::Decision;
 use crate::shared::{read_u64s, write_u64s, SharedData};
 
@@ -18,21 +20,22 @@ pub struct FallbackLimit {
     pub share: u64,
     /// Window length in ms.
     pub window_ms: u64,
+    /// Units this request takes from it.
+    pub cost: u64,
 }
 
 const ATTEMPTS: usize = 8;
 
-fn slot_key(fp: u64, slots: u32) -> String {
-    format!("ratelimit.fallback.{}", fp % u64::from(slots.max(1)))
+fn slot_key(fp: u64, slots: NonZeroU32) -> String {
+    format!("ratelimit.fallback.{}", fp % u64::from(slots.get()))
 }
 
 /// Decides one rule's limits locally, all or nothing; returns one decision
-/// per limit. Charges `cost` to each if all allow.
+/// per limit. Charges each limit its cost if all allow.
 pub fn admit<S: SharedData + ?Sized>(
     shared: &S,
-    slots: u32,
+    slots: NonZeroU32,
     limits: &[FallbackLimit],
-    cost: u64,
     now_ms: u64,
 ) -> Vec<Decision> {
     for _ in 0..ATTEMPTS {
@@ -48,7 +51,8 @@ pub fn admit<S: SharedData + ?Sized>(
                 _ => 0,
             };
             let ends_in = window - now_ms % window;
-            let allowed = count + cost <= l.share;
+            let cost = l.cost;
+            let allowed = count.saturating_add(cost) <= l.share;
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
             decisions.push(Decision {
                 allowed,
@@ -56,7 +60,7 @@ pub fn admit<S: SharedData + ?Sized>(
                 reset_ms: ends_in,
                 retry_after_ms: if allowed { Some(0) } else { Some(ends_in) },
             });
-            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, index, count + cost]));
+            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, index, count.saturating_add(cost)]));
         }
         if decisions.iter().any(|d| !d.allowed) {
             return decisions;
@@ -80,28 +84,30 @@ mod tests {
     use crate::shared::fake::FakeShared;
     use wasm_bindgen_test::wasm_bindgen_test;
 
+    const SLOTS: NonZeroU32 = NonZeroU32::MIN.saturating_add(63);
+
     fn limit(fp: u64, share: u64) -> FallbackLimit {
-        FallbackLimit { fingerprint: fp, share, window_ms: 1000 }
+        FallbackLimit { fingerprint: fp, share, window_ms: 1000, cost: 1 }
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn admits_exactly_the_share_per_window() {
         let shared = FakeShared::default();
-        let admitted = (0..10).filter(|_| admit(&shared, 64, &[limit(1, 3)], 1, 5_500)[0].allowed).count();
+        let admitted = (0..10).filter(|_| admit(&shared, SLOTS, &[limit(1, 3)], 5_500)[0].allowed).count();
         assert_eq!(admitted, 3);
-        let d = admit(&shared, 64, &[limit(1, 3)], 1, 5_999);
+        let d = admit(&shared, SLOTS, &[limit(1, 3)], 5_999);
         assert_eq!((d[0].allowed, d[0].retry_after_ms), (false, Some(1)));
-        assert!(admit(&shared, 64, &[limit(1, 3)], 1, 6_000)[0].allowed, "the next window starts afresh");
+        assert!(admit(&shared, SLOTS, &[limit(1, 3)], 6_000)[0].allowed, "the next window starts afresh");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn all_or_nothing_across_a_rules_limits() {
         let shared = FakeShared::default();
-        assert!(admit(&shared, 64, &[limit(1, 5), limit(2, 1)], 1, 0).iter().all(|d| d.allowed));
-        let d = admit(&shared, 64, &[limit(1, 5), limit(2, 1)], 1, 1);
+        assert!(admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], 0).iter().all(|d| d.allowed));
+        let d = admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], 1);
         assert!(d[0].allowed && !d[1].allowed);
-        assert_eq!(admit(&shared, 64, &[limit(1, 5)], 1, 2)[0].remaining, 3, "the denied request spent nothing");
+        assert_eq!(admit(&shared, SLOTS, &[limit(1, 5)], 2)[0].remaining, 3, "the denied request spent nothing");
     }
 }

@@ -2,37 +2,66 @@
 //! escaped and bounded, to become the hash tag of its Redis keys.
 //!
 //! Escaping keeps [A-Za-z0-9._-] and writes every other byte as `~XX`, so
-//! no `{`, `}`, `:` or control character reaches a key and the result needs
-//! no percent-encoding on the way to webdis. Parts are joined with `~~`,
-//! which escaping never produces, so distinct inputs stay distinct. Past
-//! 64 bytes the identity is replaced by `~H` and 32 hex digits of its
-//! SHA-256: bounded, and no client can collide with another.
+//! no `{`, `}`, `:`, control character or non-UTF-8 byte reaches a key and
+//! the result needs no percent-encoding on the way to webdis. An empty part
+//! is `~_`, so an identity is never empty (an empty hash tag `{}` would
+//! make Redis hash the whole key: keys of one client on several Cluster
+//! slots). Parts are joined with `~~`; escaping never produces `~~` or
+//! `~_`, so distinct inputs stay distinct. Past 64 bytes the identity is
+//! replaced by `~H` and 32 hex digits of its SHA-256: bounded, and no
+//! client can collide with another.
 
 use std::net::{IpAddr, SocketAddr};
 
 use crate::config::KeyPart;
 use crate::digest::{hex, sha256};
-use crate::request::{Request, RequestSource};
+use crate::request::{members, one_line, one_member, OneValue, QueryValue, Request, RequestSource};
 
 /// Longest identity kept readable; longer ones are hashed.
 pub const MAX_IDENTITY: usize = 64;
 
-/// The identity of `req` under `parts`, or `None` when a header or query
-/// part is absent (the rule does not apply to this request).
-pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, S>, xff_hops: u32) -> Option<String> {
+/// A request's identity under a rule's key parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// The escaped, bounded identity.
+    Key(String),
+    /// A header or query part is absent: the rule does not apply.
+    Absent,
+    /// Part `n` (0-based) has several different values: which one the
+    /// upstream would use is unknown, so the request is refused.
+    Conflicting(usize),
+}
+
+/// The identity of `req` under `parts`.
+pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, S>, xff_hops: u32) -> Identity {
     let mut out = String::with_capacity(32);
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
             out.push_str("~~");
         }
-        match part {
-            KeyPart::ClientIp => escape_into(&mut out, &client_ip(req, xff_hops)?),
-            KeyPart::Path => escape_into(&mut out, req.path()?),
-            KeyPart::Method => escape_into(&mut out, req.method()?),
-            KeyPart::Authority => escape_into(&mut out, &req.header(":authority")?.to_ascii_lowercase()),
-            KeyPart::Header(name) => escape_into(&mut out, &req.header(name)?),
-            KeyPart::Query(name) => escape_into(&mut out, &req.query(name)?),
-            KeyPart::Literal(text) => escape_into(&mut out, text),
+        let one = |v: OneValue<'_>| match v {
+            OneValue::One(b) => Ok(Some(b.to_vec())),
+            OneValue::Absent => Ok(None),
+            OneValue::Conflicting => Err(i),
+        };
+        let value: Result<Option<Vec<u8>>, usize> = match part {
+            KeyPart::ClientIp => Ok(client_ip(req, xff_hops).map(String::into_bytes)),
+            KeyPart::Path => Ok(req.path().map(<[u8]>::to_vec)),
+            KeyPart::Method => Ok(req.method().map(<[u8]>::to_vec)),
+            KeyPart::Authority => Ok(req.authority()),
+            KeyPart::Header(name) => one(one_member(req.headers().lines(name))),
+            KeyPart::HeaderRaw(name) => one(one_line(req.headers().lines(name))),
+            KeyPart::Query(name) => match req.query(name) {
+                QueryValue::One(v) => Ok(Some(v)),
+                QueryValue::Absent => Ok(None),
+                QueryValue::Conflicting => Err(i),
+            },
+            KeyPart::Literal(text) => Ok(Some(text.as_bytes().to_vec())),
+        };
+        match value {
+            Ok(Some(v)) => escape_into(&mut out, &v),
+            Ok(None) => return Identity::Absent,
+            Err(part) => return Identity::Conflicting(part),
         }
     }
     if out.len() > MAX_IDENTITY {
@@ -43,30 +72,30 @@ pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, 
         out.push_str("~H");
         out.extend(digits.iter().map(|&d| d as char));
     }
-    Some(out)
+    Identity::Key(out)
 }
 
 /// The client's address: the connection's (hops = 0), or the `hops`-th
-/// X-Forwarded-For entry from the right, which a trusted proxy wrote. A
-/// client can prepend anything to that header; only trusted hops count.
-/// Falls back to the connection's address when the header is too short or
-/// that entry is not an address. Normalized, so `::ffff:1.2.3.4`-style
-/// spellings of one address are one identity.
+/// X-Forwarded-For entry from the right, which a trusted proxy wrote (all
+/// field lines of the header, in order, are one list). A client can
+/// prepend anything to that header; only trusted hops count. Falls back to
+/// the connection's address when the list is too short or that entry is
+/// not an address. Normalized, so `::ffff:1.2.3.4`-style spellings of one
+/// address are one identity.
 pub fn client_ip<S: RequestSource + ?Sized>(req: &Request<'_, S>, hops: u32) -> Option<String> {
     if hops > 0 {
-        if let Some(xff) = req.header("x-forwarded-for") {
-            let entries: Vec<&str> = xff.split(',').map(str::trim).collect();
-            if let Some(entry) = entries.len().checked_sub(hops as usize).map(|i| entries[i]) {
-                if let Some(ip) = parse_ip(entry) {
-                    return Some(ip);
-                }
+        let entries: Vec<&[u8]> = req.headers().lines("x-forwarded-for").flat_map(members).collect();
+        if let Some(entry) = entries.len().checked_sub(hops as usize).and_then(|i| entries.get(i)) {
+            if let Some(ip) = parse_ip(entry) {
+                return Some(ip);
             }
         }
     }
     parse_ip(&req.source_address()?)
 }
 
-fn parse_ip(s: &str) -> Option<String> {
+fn parse_ip(bytes: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(bytes).ok()?;
     let ip = s.parse::<SocketAddr>().map(|a| a.ip()).or_else(|_| s.parse::<IpAddr>()).ok()?;
     let ip = match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
@@ -75,10 +104,14 @@ fn parse_ip(s: &str) -> Option<String> {
     Some(ip.to_string())
 }
 
-/// Appends `s`, escaping every byte outside [A-Za-z0-9._-] as `~XX`.
-pub fn escape_into(out: &mut String, s: &str) {
+/// Appends `bytes`, escaping every byte outside [A-Za-z0-9._-] as `~XX`;
+/// nothing at all as `~_`.
+pub fn escape_into(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in s.as_bytes() {
+    if bytes.is_empty() {
+        out.push_str("~_");
+    }
+    for &b in bytes {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
             out.push(b as char);
         } else {
@@ -96,7 +129,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn id(parts: &[KeyPart], req: &FakeRequest, hops: u32) -> Option<String> {
-        identity(parts, &Request::new(req), hops)
+        match identity(parts, &Request::new(req), hops) {
+            Identity::Key(k) => Some(k),
+            Identity::Absent => None,
+            Identity::Conflicting(i) => panic!("part {i} conflicts"),
+        }
     }
 
     #[test]
@@ -157,5 +194,61 @@ mod tests {
         assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("1.2.3.4"));
         req.source = Some("[2001:DB8::1]:555".into());
         assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("2001~3Adb8~3A~3A1"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn non_utf8_bytes_are_escaped_and_stay_distinct() {
+        let k = [KeyPart::Header("x-api-key".into())];
+        let ff = FakeRequest::new("GET", "/").with_bytes("x-api-key", b"\xff\xfe");
+        assert_eq!(id(&k, &ff, 0).as_deref(), Some("~FF~FE"));
+        let q = [KeyPart::Query("user".into())];
+        assert_eq!(id(&q, &FakeRequest::new("GET", "/?user=%FF"), 0).as_deref(), Some("~FF"));
+        assert_ne!(id(&q, &FakeRequest::new("GET", "/?user=%FF"), 0), id(&q, &FakeRequest::new("GET", "/?user=%FE"), 0));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn an_empty_value_is_a_marked_part_never_an_empty_tag() {
+        let k = [KeyPart::Header("x-api-key".into())];
+        assert_eq!(id(&k, &FakeRequest::new("GET", "/").with("x-api-key", ""), 0).as_deref(), Some("~_"));
+        let two = [KeyPart::Header("a".into()), KeyPart::Header("b".into())];
+        let req = FakeRequest::new("GET", "/").with("a", "").with("b", "");
+        assert_eq!(id(&two, &req, 0).as_deref(), Some("~_~~~_"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_key_header_with_two_different_values_conflicts() {
+        let k = [KeyPart::Literal("x".into()), KeyPart::Header("x-api-key".into())];
+        let two_lines = FakeRequest::new("GET", "/").with("x-api-key", "fresh").with("x-api-key", "spent");
+        assert_eq!(identity(&k, &Request::new(&two_lines), 0), Identity::Conflicting(1));
+        let list = FakeRequest::new("GET", "/").with("x-api-key", "fresh, spent");
+        assert_eq!(identity(&k, &Request::new(&list), 0), Identity::Conflicting(1));
+        let same = FakeRequest::new("GET", "/").with("x-api-key", "k1, k1");
+        assert_eq!(id(&k, &same, 0).as_deref(), Some("x~~k1"), "k1, k1 is k1");
+        let raw = [KeyPart::HeaderRaw("user-agent".into())];
+        let ua = FakeRequest::new("GET", "/").with("user-agent", "M (KHTML, like Gecko)");
+        assert_eq!(id(&raw, &ua, 0).as_deref(), Some("M~20~28KHTML~2C~20like~20Gecko~29"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn authority_and_method_spellings_are_one_identity() {
+        let k = [KeyPart::Authority, KeyPart::Method];
+        let a = FakeRequest::default().with(":authority", "a:80").with(":method", "post");
+        let b = FakeRequest::default().with(":authority", "A.").with(":method", "POST");
+        assert_eq!(id(&k, &a, 0), id(&k, &b, 0));
+        assert_eq!(id(&k, &a, 0).as_deref(), Some("a~~POST"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn forwarded_for_lines_are_one_list() {
+        let req = FakeRequest::new("GET", "/").with("x-forwarded-for", "6.6.6.6").with("x-forwarded-for", "1.2.3.4");
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 1).as_deref(), Some("1.2.3.4"));
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 2).as_deref(), Some("6.6.6.6"));
+        let bad = FakeRequest::new("GET", "/").with_bytes("x-forwarded-for", b"\xff\xfe");
+        assert_eq!(id(&[KeyPart::ClientIp], &bad, 1).as_deref(), Some("10.0.0.1"));
     }
 }

@@ -1,9 +1,9 @@
 //! A distributed rate limiter for Envoy, as a proxy-wasm HTTP filter.
 //!
 //! Everything but `glue` is pure and host-independent, and is unit-tested
-//! natively and inside wasm32. `glue` is the only module that calls
-//! `proxy_wasm`; the host's services reach the rest through small traits
-//! (`RequestSource`, `SharedData`, `Metrics`).
+//! natively and inside wasm32. `glue` is the only module that talks to the
+//! host (the proxy-wasm ABI); the host's services reach the rest through
+//! small traits (`worker::Host`, `RequestSource`, `SharedData`, `Metrics`).
 
 pub mod algorithm;
 pub mod breaker;
@@ -15,6 +15,7 @@ pub mod digest;
 pub mod fallback;
 pub mod fingerprint;
 pub mod identity;
+pub mod json;
 pub mod keys;
 pub mod matching;
 pub mod metrics;
@@ -26,6 +27,8 @@ pub mod response;
 pub mod script;
 pub mod shared;
 pub mod store;
+pub mod time;
+pub mod worker;
 
 // The host glue exists only in the shipped module, not in unit-test builds.
 #[cfg(all(target_arch = "wasm32", not(test)))]

@@ -1,20 +1,28 @@
 //! Whether a rule applies to a request.
+//!
+//! A header condition holds when ANY field line of that header, or any
+//! comma-separated member of one, equals the value: adding a second line
+//! or member can make more rules apply, never fewer, so nobody dodges a
+//! rule by repeating a header.
 
 use crate::config::Matcher;
-use crate::request::{Request, RequestSource};
+use crate::request::{members, trim_ows, Request, RequestSource};
 
 impl Matcher {
     /// True when every condition given holds (none given: every request).
     pub fn matches<S: RequestSource + ?Sized>(&self, req: &Request<'_, S>) -> bool {
         if let Some(prefix) = &self.path_prefix {
-            if !req.path().is_some_and(|p| p.starts_with(prefix.as_str())) {
+            if !req.path().is_some_and(|p| p.starts_with(prefix.as_bytes())) {
                 return false;
             }
         }
-        if !self.methods.is_empty() && !req.method().is_some_and(|m| self.methods.iter().any(|x| x == m)) {
+        if !self.methods.is_empty() && !req.method().is_some_and(|m| self.methods.iter().any(|x| x.as_bytes() == m)) {
             return false;
         }
-        self.headers.iter().all(|(name, value)| req.header(name).is_some_and(|v| v == *value))
+        self.headers.iter().all(|(name, value)| {
+            let want = value.as_bytes();
+            req.headers().lines(name).any(|line| trim_ows(line) == want || members(line).any(|m| m == want))
+        })
     }
 }
 
@@ -46,6 +54,7 @@ mod tests {
             FakeRequest::new("POST", "/logout").with("x-tier", "free"),
             FakeRequest::new("POST", "/login").with("x-tier", "pro"),
             FakeRequest::new("POST", "/login"),
+            FakeRequest::new("POST", "/login").with_bytes("x-tier", b"\xfffree"),
         ] {
             assert!(!m.matches(&Request::new(&no)));
         }
@@ -55,5 +64,19 @@ mod tests {
     #[wasm_bindgen_test]
     fn an_empty_matcher_matches_everything() {
         assert!(Matcher::default().matches(&Request::new(&FakeRequest::new("GET", "/anything"))));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn repeating_a_header_or_writing_the_method_in_lower_case_dodges_nothing() {
+        let m = login();
+        for yes in [
+            FakeRequest::new("post", "/login").with("x-tier", "free"),
+            FakeRequest::new("POST", "/login").with("x-tier", "pro").with("x-tier", "free"),
+            FakeRequest::new("POST", "/login").with("x-tier", "pro, free"),
+            FakeRequest::new("POST", "/login").with("x-tier", " free "),
+        ] {
+            assert!(m.matches(&Request::new(&yes)));
+        }
     }
 }

@@ -19,11 +19,13 @@ pub enum Event {
     FallbackDenied,
     /// Store unavailable, fail-closed rule answered 503.
     FailClosed,
+    /// Refused with 400: an ambiguous identity or a malformed cost.
+    BadRequest,
 }
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 8] = [
+    pub const ALL: [Event; 9] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -32,6 +34,7 @@ impl Event {
         Event::FallbackAllowed,
         Event::FallbackDenied,
         Event::FailClosed,
+        Event::BadRequest,
     ];
 
     /// The metric name's last part.
@@ -45,6 +48,7 @@ impl Event {
             Event::FallbackAllowed => "fallback_allowed",
             Event::FallbackDenied => "fallback_denied",
             Event::FailClosed => "fail_closed",
+            Event::BadRequest => "bad_requests",
         }
     }
 
@@ -58,6 +62,12 @@ impl Event {
 pub trait Metrics {
     /// Counts one `event` of rule number `rule`.
     fn count(&self, rule: usize, event: Event);
+    /// Counts one store call made, carrying `decisions` decisions.
+    fn store_call(&self, _decisions: usize) {}
+    /// Records one store call's latency.
+    fn store_latency(&self, _ms: u64) {}
+    /// Exports the store's INFO figures.
+    fn store_stats(&self, _stats: &crate::store::stats::StoreStats) {}
 }
 
 /// The full metric name of one rule's event.

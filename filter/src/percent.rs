@@ -7,8 +7,13 @@ pub fn is_unreserved(b: u8) -> bool {
 
 /// Appends `s` to `out`, every byte but the unreserved ones as `%XX`.
 pub fn encode_into(out: &mut String, s: &str) {
+    encode_bytes_into(out, s.as_bytes());
+}
+
+/// Appends `bytes` to `out`, every byte but the unreserved ones as `%XX`.
+pub fn encode_bytes_into(out: &mut String, bytes: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in s.as_bytes() {
+    for &b in bytes {
         if is_unreserved(b) {
             out.push(b as char);
         } else {
@@ -19,10 +24,10 @@ pub fn encode_into(out: &mut String, s: &str) {
     }
 }
 
-/// Decodes `%XX` sequences (and `+` as space when `plus_is_space`); a
-/// malformed `%` is kept as is. Invalid UTF-8 becomes U+FFFD.
-pub fn decode(s: &str, plus_is_space: bool) -> String {
-    let bytes = s.as_bytes();
+/// Decodes `%XX` sequences (and `+` as space when `plus_is_space`) into
+/// bytes; a malformed `%` is kept as is. No UTF-8 is assumed: `%FF` and
+/// `%FE` stay two different bytes.
+pub fn decode(bytes: &[u8], plus_is_space: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -40,7 +45,7 @@ pub fn decode(s: &str, plus_is_space: bool) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 fn hex(b: u8) -> Option<u8> {
@@ -68,10 +73,13 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn decodes_and_keeps_malformed_escapes() {
-        assert_eq!(decode("a%20b+c", true), "a b c");
-        assert_eq!(decode("a+b", false), "a+b");
-        assert_eq!(decode("100%", false), "100%");
-        assert_eq!(decode("%zz%4", false), "%zz%4");
-        assert_eq!(decode("%61bc", false), "abc");
+        assert_eq!(decode(b"a%20b+c", true), b"a b c");
+        assert_eq!(decode(b"a+b", false), b"a+b");
+        assert_eq!(decode(b"100%", false), b"100%");
+        assert_eq!(decode(b"%zz%4", false), b"%zz%4");
+        assert_eq!(decode(b"%61bc", false), b"abc");
+        assert_eq!(decode(b"%FF", false), [0xff]);
+        assert_ne!(decode(b"%FF", false), decode(b"%FE", false));
+        assert_eq!(decode(b"x%41", false), b"xA", "an escape at the very end");
     }
 }

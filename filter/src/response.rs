@@ -14,7 +14,7 @@ pub struct Shown {
 /// A response the filter sends itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalReply {
-    /// 429 or 503.
+    /// 400, 429 or 503.
     pub status: u32,
     /// Headers (lower-case names).
     pub headers: Vec<(&'static str, String)>,
@@ -59,9 +59,35 @@ pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
     ]
 }
 
-/// The 429 for a request `rule` denied.
-pub fn too_many_requests(rule: &str, s: &Shown, now_ms: u64, with_headers: bool) -> LocalReply {
-    let retry = retry_after_seconds(&s.decision);
+/// `X-RateLimit-Shadow-*`: what a shadow rule would have shown.
+pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
+    vec![
+        ("x-ratelimit-shadow-limit", s.limit.to_string()),
+        ("x-ratelimit-shadow-remaining", s.decision.remaining.to_string()),
+        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.decision.reset_ms)).to_string()),
+    ]
+}
+
+/// Retry-After with a random extra of up to `jitter_ppm` millionths of the
+/// wait (`random` uniform over u64), never earlier than the exact wait.
+fn retry_after_jittered(d: &Decision, random: u64, jitter_ppm: u32) -> u64 {
+    let exact = d.retry_after_ms.unwrap_or(d.reset_ms);
+    let span = u128::from(exact) * u128::from(jitter_ppm) / 1_000_000;
+    let extra = (u128::from(random) * (span + 1)) >> 64;
+    ceil_seconds(exact.saturating_add(u64::try_from(extra).unwrap_or(u64::MAX))).max(1)
+}
+
+/// The 429 for a request `rule` denied; `random` and `jitter_ppm` spread
+/// Retry-After (0: exact).
+pub fn too_many_requests(
+    rule: &str,
+    s: &Shown,
+    now_ms: u64,
+    with_headers: bool,
+    random: u64,
+    jitter_ppm: u32,
+) -> LocalReply {
+    let retry = retry_after_jittered(&s.decision, random, jitter_ppm);
     let mut headers = vec![("content-type", "application/json".to_string()), ("retry-after", retry.to_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
@@ -69,6 +95,19 @@ pub fn too_many_requests(rule: &str, s: &Shown, now_ms: u64, with_headers: bool)
     // Rule names are [a-z0-9_-]: nothing to escape in the JSON.
     let body = format!("{{\"error\":\"rate_limited\",\"rule\":\"{rule}\",\"retry_after\":{retry}}}");
     LocalReply { status: 429, headers, body }
+}
+
+/// The 400 of a request the filter cannot decide: `error` names the
+/// problem, `detail` says what to fix (both from the configuration, never
+/// from the request).
+pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
+    // Names are [a-z0-9_-] and header names HTTP tokens: nothing to escape but quotes.
+    let detail = detail.replace(['"', '\\'], "");
+    LocalReply {
+        status: 400,
+        headers: vec![("content-type", "application/json".to_string())],
+        body: format!("{{\"error\":\"{error}\",\"rule\":\"{rule}\",\"detail\":\"{detail}\"}}"),
+    }
 }
 
 /// The 503 of a fail-closed rule whose store is unavailable.
@@ -109,11 +148,11 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn a_429_rounds_retry_after_up_and_never_below_one() {
-        let r = too_many_requests("login", &shown(false, 0, 900, 1), 0, false);
+        let r = too_many_requests("login", &shown(false, 0, 900, 1), 0, false, 0, 0);
         assert_eq!(r.status, 429);
         assert_eq!(r.headers, vec![("content-type", "application/json".to_string()), ("retry-after", "1".to_string())]);
         assert_eq!(r.body, r#"{"error":"rate_limited","rule":"login","retry_after":1}"#);
-        let r = too_many_requests("api", &shown(false, 0, 9000, 2001), 0, true);
+        let r = too_many_requests("api", &shown(false, 0, 9000, 2001), 0, true, u64::MAX, 0);
         assert_eq!(r.body, r#"{"error":"rate_limited","rule":"api","retry_after":3}"#);
         assert_eq!(r.headers.len(), 8);
     }

@@ -50,7 +50,14 @@ impl Health {
     pub fn of<T>(result: &Result<T, StoreError>) -> Health {
         match result {
             Ok(_) => Health::Answered,
-            Err(StoreError::Status(_) | StoreError::Dispatch | StoreError::Network | StoreError::BreakerOpen) => {
+            Err(
+                StoreError::Status(_)
+                | StoreError::Dispatch
+                | StoreError::Network
+                | StoreError::BreakerOpen
+                | StoreError::Unanswered
+                | StoreError::Overloaded,
+            ) => {
                 Health::StoreDown
             }
             Err(StoreError::Redis(_) | StoreError::Malformed(_) | StoreError::ScriptMissing) => Health::KeyFailed,
@@ -104,7 +111,7 @@ pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now
     }
     // No slot failed recently enough for its breaker to be anything but closed.
     let last_slot_failure = store[3];
-    if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open_ms + probe_ms {
+    if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open.ms() + probe_ms {
         return Gate::Call;
     }
     gate_one(shared, &slot_key(slot), now_ms, probe_ms).0
@@ -125,9 +132,9 @@ fn update<S: SharedData + ?Sized>(shared: &S, key: &str, next: impl Fn(Record) -
 /// `stale_since` (its last failure) is given, a count older than the open
 /// period starts over, so scattered failures never add up.
 fn count(failures: u64, open_until: u64, stale_since: Option<u64>, config: &Breaker, now_ms: u64) -> (u64, u64) {
-    let stale = stale_since.is_some_and(|t| t != 0 && now_ms.saturating_sub(t) > config.open_ms);
+    let stale = stale_since.is_some_and(|t| t != 0 && now_ms.saturating_sub(t) > config.open.ms());
     let failures = if stale { 1 } else { failures + 1 };
-    let open_until = if failures >= u64::from(config.failures) { now_ms + config.open_ms } else { open_until };
+    let open_until = if failures >= u64::from(config.failures) { now_ms + config.open.ms() } else { open_until };
     (failures, open_until)
 }
 
@@ -157,7 +164,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, n
                 update(shared, STORE_KEY, closed);
             }
             // Only a slot that failed lately can have a count to clear.
-            if store[3] != 0 && now_ms < store[3] + 2 * config.open_ms {
+            if store[3] != 0 && now_ms < store[3] + 2 * config.open.ms() {
                 update(shared, &slot_key(slot), closed);
             }
         }

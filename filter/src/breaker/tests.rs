@@ -2,7 +2,7 @@ use super::*;
 use crate::shared::fake::FakeShared;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-const CFG: Breaker = Breaker { failures: 3, open_ms: 30_000 };
+const CFG: Breaker = Breaker { failures: 3, open: crate::time::Millis::of(30_000) };
 const DOWN: Health = Health::StoreDown;
 
 fn gate_at(s: &FakeShared, slot: u16, now: u64) -> Gate {

@@ -1,9 +1,8 @@
 //! Reads a JSON object field by field, knowing each field's path, so every
 //! error names exactly where it is; unknown fields are refused.
 
-use serde_json::{Map, Value};
-
 use super::error::ConfigError;
+use crate::json::{printable, Value};
 
 /// Result of reading configuration.
 pub type Result<T> = std::result::Result<T, ConfigError>;
@@ -11,7 +10,7 @@ pub type Result<T> = std::result::Result<T, ConfigError>;
 /// One JSON object of the configuration and its path.
 pub struct Obj<'a> {
     path: String,
-    map: &'a Map<String, Value>,
+    members: &'a [(String, Value)],
 }
 
 /// The path of `field` inside `parent`.
@@ -26,8 +25,8 @@ pub fn child(parent: &str, field: &str) -> String {
 impl<'a> Obj<'a> {
     /// `value` as an object whose fields are all in `known`.
     pub fn new(value: &'a Value, path: &str, known: &[&str]) -> Result<Obj<'a>> {
-        let map = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
-        if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
+        let members = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
+        if let Some((unknown, _)) = members.iter().find(|(k, _)| !known.contains(&k.as_str())) {
             let mut reason = String::from("unknown field (expected one of: ");
             for (i, k) in known.iter().enumerate() {
                 if i > 0 {
@@ -38,7 +37,7 @@ impl<'a> Obj<'a> {
             reason.push(')');
             return Err(ConfigError::at(&child(path, &printable(unknown)), reason));
         }
-        Ok(Obj { path: path.to_string(), map })
+        Ok(Obj { path: path.to_string(), members })
     }
 
     /// The path of one of this object's fields.
@@ -48,7 +47,7 @@ impl<'a> Obj<'a> {
 
     /// A field's raw value, if present and not null.
     pub fn value(&self, field: &str) -> Option<&'a Value> {
-        self.map.get(field).filter(|v| !v.is_null())
+        self.members.iter().find(|(k, _)| k == field).map(|(_, v)| v).filter(|v| !v.is_null())
     }
 
     /// An optional string field.
@@ -83,7 +82,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An optional array field.
-    pub fn array(&self, field: &str) -> Result<Option<&'a Vec<Value>>> {
+    pub fn array(&self, field: &str) -> Result<Option<&'a [Value]>> {
         match self.value(field) {
             None => Ok(None),
             Some(v) => v.as_array().map(Some).ok_or_else(|| ConfigError::at(&self.path_of(field), "must be an array")),
@@ -93,9 +92,11 @@ impl<'a> Obj<'a> {
 
 /// An integer within `min..=max`.
 pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
-    let n = match (v.as_u64(), v.as_i64()) {
-        (Some(n), _) => n,
-        (None, Some(_)) => return Err(ConfigError::at(path, format!("must be at least {min}"))),
+    let n = match (v.as_i64(), v.as_f64()) {
+        (Some(i), _) if i < 0 => return Err(ConfigError::at(path, format!("must be at least {min}"))),
+        (Some(i), _) => i as u64,
+        // An integer literal beyond i64.
+        (None, Some(f)) if f.fract() == 0.0 && f >= 9.2e18 => u64::MAX,
         _ => return Err(ConfigError::at(path, "must be an integer")),
     };
     if n < min {
@@ -107,26 +108,24 @@ pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     }
 }
 
-/// A name from the document made safe for one log line: printable ASCII,
-/// at most 64 characters.
-pub fn printable(s: &str) -> String {
-    let mut out: String = s.chars().take(64).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
-    if s.chars().count() > 64 {
-        out.push_str("...");
+/// A number within `min..=max` (fractions allowed).
+pub fn fraction(v: &Value, path: &str, min: f64, max: f64) -> Result<f64> {
+    match v.as_f64() {
+        Some(f) if f >= min && f <= max => Ok(f),
+        _ => Err(ConfigError::at(path, format!("must be a number from {min} to {max}"))),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::json::parse;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]
     #[wasm_bindgen_test]
     fn unknown_fields_are_named_with_their_path() {
-        let v = json!({"a": 1, "zz": 2});
+        let v = parse(br#"{"a": 1, "zz": 2}"#).unwrap();
         let err = Obj::new(&v, "store", &["a", "b"]).err().unwrap();
         assert_eq!(err.to_string(), "store.zz: unknown field (expected one of: a, b)");
     }
@@ -134,7 +133,7 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn integers_are_checked_for_type_and_range() {
-        let v = json!({"n": 0, "f": 1.5, "neg": -3, "s": "7", "big": 99});
+        let v = parse(br#"{"n": 0, "f": 1.5, "neg": -3, "s": "7", "big": 99}"#).unwrap();
         let o = Obj::new(&v, "x", &["n", "f", "neg", "s", "big"]).unwrap();
         assert_eq!(o.uint("n", 1, 10).unwrap_err().to_string(), "x.n: must be at least 1");
         assert_eq!(o.uint("f", 1, 10).unwrap_err().to_string(), "x.f: must be an integer");
@@ -144,10 +143,4 @@ mod tests {
         assert_eq!(o.uint("missing", 1, 10).unwrap(), None);
     }
 
-    #[test]
-    #[wasm_bindgen_test]
-    fn log_output_of_names_is_bounded_and_printable() {
-        assert_eq!(printable("a\nb"), "a?b");
-        assert_eq!(printable(&"x".repeat(100)).len(), 67);
-    }
 }

@@ -4,62 +4,31 @@
 //! (`rules[1].limits[0].limit: must be at least 1`) and unknown fields are
 //! refused. All defaults live here.
 
+mod cost;
 mod duration;
 mod error;
+mod headers;
 mod json;
+mod limit;
 mod rule;
+mod store;
 
-use serde_json::Value;
+use std::num::NonZeroU32;
 
+pub use cost::{Cost, UsageSource, MAX_COST};
 pub use duration::parse_ms;
 pub use error::ConfigError;
-pub use rule::{is_name, FailureMode, KeyPart, Limit, Matcher, Rule, SLIDING_LOG_MAX};
+pub use headers::HeaderStyle;
+pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
+pub use rule::{header_name, is_name, FailureMode, KeyPart, Matcher, Rule};
+pub use store::{Batching, Breaker, Store, Transport, MAX_DECISIONS};
 
-use json::{Obj, Result};
+use json::Obj;
 
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 64;
-/// Most limits in all rules together: the script decides at most 64 per call.
+/// Most limits in all rules together: the script decides at most 64 per decision.
 pub const MAX_LIMITS: usize = 64;
-
-/// How the filter reaches Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// HTTP calls to a webdis gateway (stock Envoy).
-    Webdis,
-    /// The Redis-call hostcalls of Higress-built Envoy (`ratelimit-redis.wasm`).
-    Redis,
-}
-
-/// The circuit breaker in front of the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Breaker {
-    /// Consecutive store failures that open it.
-    pub failures: u32,
-    /// How long it stays open before one probe goes through, in ms.
-    pub open_ms: u64,
-}
-
-/// Where the counters live.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Store {
-    /// webdis or redis.
-    pub transport: Transport,
-    /// The Envoy cluster to call.
-    pub cluster: String,
-    /// The :authority sent to webdis.
-    pub authority: String,
-    /// Per call.
-    pub timeout_ms: u64,
-    /// Stops calling a failing store.
-    pub breaker: Breaker,
-    /// How often each worker reads the store's INFO (evictions, memory).
-    pub stats_interval_ms: u64,
-    /// Redis ACL user (redis transport).
-    pub username: String,
-    /// Redis password (redis transport).
-    pub password: String,
-}
 
 /// The deny cache in shared data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +36,7 @@ pub struct DenyCache {
     /// Whether denials are cached.
     pub enabled: bool,
     /// Fixed number of entries (shared data never shrinks).
-    pub slots: u32,
+    pub slots: NonZeroU32,
 }
 
 /// Rules whose requests spend one identity's budget in one store call: the
@@ -83,6 +52,9 @@ pub struct KeyGroup {
     pub rules: Vec<usize>,
 }
 
+/// Deny-cache slots when the configuration says nothing.
+const DEFAULT_SLOTS: NonZeroU32 = NonZeroU32::MIN.saturating_add(4095);
+
 /// The validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -94,44 +66,51 @@ pub struct Config {
     pub xff_trusted_hops: u32,
     /// The deny cache.
     pub deny_cache: DenyCache,
-    /// Whether rate-limit headers are written (Retry-After always is).
-    pub response_headers: bool,
+    /// Which rate-limit fields go on responses, unless a rule says otherwise.
+    pub headers: HeaderStyle,
+    /// Retry-After gets a random extra of up to this share of the wait, in
+    /// millionths (0: exact).
+    pub retry_after_jitter_ppm: u32,
     /// The rules, in order.
     pub rules: Vec<Rule>,
     /// The rules grouped by identity.
     pub groups: Vec<KeyGroup>,
 }
 
-const TOP_FIELDS: &[&str] = &["domain", "store", "client_ip", "deny_cache", "response_headers", "rules"];
-const STORE_FIELDS: &[&str] =
-    &["transport", "cluster", "authority", "timeout_ms", "circuit_breaker", "stats_interval", "username", "password"];
+const TOP_FIELDS: &[&str] =
+    &["domain", "store", "client_ip", "deny_cache", "response_headers", "retry_after_jitter", "rules"];
 
 impl Config {
-    /// Parses and validates the plugin configuration.
+    /// Parses and validates the plugin configuration (what the store's
+    /// transport must check on top is `store::check`).
     pub fn parse(bytes: &[u8]) -> std::result::Result<Config, ConfigError> {
-        let doc: Value =
-            serde_json::from_slice(bytes).map_err(|e| ConfigError::at("", format!("not valid JSON: {e}")))?;
+        let doc = crate::json::parse(bytes).map_err(|e| ConfigError::at(&e.path, e.reason))?;
         let o = Obj::new(&doc, "", TOP_FIELDS)?;
         let domain = o.str("domain")?.unwrap_or("rl");
         if !is_name(domain, 32, true) {
             return Err(ConfigError::at("domain", "must be 1 to 32 characters of a-z, 0-9, _, - and ."));
         }
-        let store = parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
+        let store = store::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
         let xff_trusted_hops = match o.value("client_ip") {
             None => 0,
             Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),
         } as u32;
         let deny_cache = match o.value("deny_cache") {
-            None => DenyCache { enabled: true, slots: 4096 },
+            None => DenyCache { enabled: true, slots: DEFAULT_SLOTS },
             Some(v) => {
                 let d = Obj::new(v, "deny_cache", &["enabled", "slots"])?;
-                DenyCache {
-                    enabled: d.bool("enabled")?.unwrap_or(true),
-                    slots: d.uint("slots", 1, 1 << 20)?.unwrap_or(4096) as u32,
-                }
+                let slots = d.uint("slots", 1, 1 << 20)?.and_then(|n| NonZeroU32::new(n as u32));
+                DenyCache { enabled: d.bool("enabled")?.unwrap_or(true), slots: slots.unwrap_or(DEFAULT_SLOTS) }
             }
         };
-        let response_headers = o.bool("response_headers")?.unwrap_or(true);
+        let headers = match o.value("response_headers") {
+            None => HeaderStyle::LEGACY,
+            Some(v) => headers::parse_style(v, "response_headers")?,
+        };
+        let retry_after_jitter_ppm = match o.value("retry_after_jitter") {
+            None => 0,
+            Some(v) => (json::fraction(v, "retry_after_jitter", 0.0, 1.0)? * 1e6).round() as u32,
+        };
         let rule_values = o.array("rules")?.ok_or_else(|| ConfigError::at("rules", "is required"))?;
         if rule_values.is_empty() || rule_values.len() > MAX_RULES {
             return Err(ConfigError::at("rules", format!("must hold 1 to {MAX_RULES} rules")));
@@ -151,75 +130,17 @@ impl Config {
             return Err(ConfigError::at("rules", format!("hold more than {MAX_LIMITS} limits in all")));
         }
         let groups = group_rules(&rules);
-        let config =
-            Config { domain: domain.to_string(), store, xff_trusted_hops, deny_cache, response_headers, rules, groups };
-        if config.store.transport == Transport::Webdis {
-            crate::store::webdis::check_body_bound(&config)?;
-        }
-        Ok(config)
+        Ok(Config {
+            domain: domain.to_string(),
+            store,
+            xff_trusted_hops,
+            deny_cache,
+            headers,
+            retry_after_jitter_ppm,
+            rules,
+            groups,
+        })
     }
-}
-
-fn parse_store(v: &Value) -> Result<Store> {
-    let o = Obj::new(v, "store", STORE_FIELDS)?;
-    let transport = match o.str("transport")? {
-        None | Some("webdis") => Transport::Webdis,
-        Some("redis") if cfg!(feature = "redis") => Transport::Redis,
-        Some("redis") => {
-            return Err(ConfigError::at(
-                "store.transport",
-                "\"redis\" needs the Redis-call build (ratelimit-redis.wasm); this module speaks webdis",
-            ))
-        }
-        Some(_) => return Err(ConfigError::at("store.transport", "must be \"webdis\" or \"redis\"")),
-    };
-    let cluster = o.required_str("cluster")?;
-    if cluster.is_empty() || cluster.len() > 256 {
-        return Err(ConfigError::at("store.cluster", "must name an Envoy cluster"));
-    }
-    let authority = o.str("authority")?.unwrap_or(cluster);
-    if authority.is_empty() || authority.len() > 256 {
-        return Err(ConfigError::at("store.authority", "must be 1 to 256 characters"));
-    }
-    let timeout_ms = o.uint("timeout_ms", 1, 60_000)?.unwrap_or(25);
-    let breaker = match o.value("circuit_breaker") {
-        None => Breaker { failures: 3, open_ms: 30_000 },
-        Some(b) => {
-            let b = Obj::new(b, "store.circuit_breaker", &["failures", "open"])?;
-            let open_ms = match b.str("open")? {
-                None => 30_000,
-                Some(t) => {
-                    parse_ms(t).ok_or_else(|| ConfigError::at("store.circuit_breaker.open", duration::DURATION_HELP))?
-                }
-            };
-            Breaker { failures: b.uint("failures", 1, 1000)?.unwrap_or(3) as u32, open_ms }
-        }
-    };
-    let stats_interval_ms = match o.str("stats_interval")? {
-        None => 10_000,
-        Some(t) => parse_ms(t).filter(|ms| *ms >= 100).ok_or_else(|| {
-            ConfigError::at("store.stats_interval", "must be a duration of at least \"100ms\", like \"10s\"")
-        })?,
-    };
-    let username = o.str("username")?.unwrap_or("");
-    let password = o.str("password")?.unwrap_or("");
-    if transport == Transport::Webdis && !(username.is_empty() && password.is_empty()) {
-        let field = if username.is_empty() { "store.password" } else { "store.username" };
-        return Err(ConfigError::at(
-            field,
-            "applies to transport \"redis\" only (webdis holds its own Redis credentials)",
-        ));
-    }
-    Ok(Store {
-        transport,
-        cluster: cluster.to_string(),
-        authority: authority.to_string(),
-        timeout_ms,
-        breaker,
-        stats_interval_ms,
-        username: username.to_string(),
-        password: password.to_string(),
-    })
 }
 
 fn group_rules(rules: &[Rule]) -> Vec<KeyGroup> {

@@ -1,20 +1,17 @@
 //! One rule: which requests it matches, whose budget they spend, its limits.
 
-use serde_json::Value;
+use std::num::NonZeroU64;
 
-use super::duration::{parse_ms, DURATION_HELP};
+use super::cost::{parse_cost, Cost};
 use super::error::ConfigError;
-use super::json::{printable, uint, Obj, Result};
+use super::headers::{parse_style, HeaderStyle};
+use super::json::{Obj, Result};
+use super::limit::{parse_limit, Counts, Limit, MAX_EXACT};
 use crate::algorithm::Algorithm;
-use crate::fingerprint::fingerprint;
-use crate::model::LimitSpec;
+use crate::json::{printable, Value};
 
-/// The largest sliding_log limit: its sorted set holds one entry per request.
-pub const SLIDING_LOG_MAX: u64 = 10_000;
 /// Limits per rule.
 pub const MAX_LIMITS_PER_RULE: usize = 16;
-/// limit x window and burst x window must stay exact in the script's doubles.
-const MAX_EXACT: u64 = 1 << 53;
 
 /// One part of a client's identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -27,8 +24,12 @@ pub enum KeyPart {
     Method,
     /// The :authority (host).
     Authority,
-    /// A request header (lower-case name).
+    /// A request header (lower-case name), read as a list: several field
+    /// lines or comma-separated members must all be the same value.
     Header(String),
+    /// A request header whose value is not a list (commas are part of it,
+    /// e.g. User-Agent); several different field lines still conflict.
+    HeaderRaw(String),
     /// A query parameter (decoded value).
     Query(String),
     /// A fixed text: a budget shared by every client of the rule.
@@ -55,17 +56,6 @@ pub struct Matcher {
     pub headers: Vec<(String, String)>,
 }
 
-/// One limit of a rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limit {
-    /// Its parameters as the script takes them.
-    pub spec: LimitSpec,
-    /// Identifies this limit with these exact parameters (and the rule's
-    /// domain, name and cost): a changed limit never matches old entries of
-    /// the deny cache or the fallback buckets.
-    pub fingerprint: u64,
-}
-
 /// A validated rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
@@ -77,17 +67,45 @@ pub struct Rule {
     pub key: Vec<KeyPart>,
     /// Its limits, decided together.
     pub limits: Vec<Limit>,
-    /// Units one request consumes.
-    pub cost: u64,
+    /// What one request consumes, and when that is known.
+    pub cost: Cost,
     /// Behaviour when the store fails.
     pub failure_mode: FailureMode,
     /// Proxies sharing the limit, for the fallback share.
-    pub fleet_size: u64,
+    pub fleet_size: NonZeroU64,
     /// Count and emit headers, never reject.
     pub shadow: bool,
+    /// Which fields the client is sent, if not the plugin's.
+    pub headers: Option<HeaderStyle>,
+    /// Shadow rules: send what the client would have seen, as
+    /// `X-RateLimit-Shadow-*`.
+    pub shadow_headers: bool,
 }
 
-const RULE_FIELDS: &[&str] = &["name", "match", "key", "limits", "cost", "failure_mode", "fleet_size", "shadow"];
+impl Rule {
+    /// The units limit `l` of this rule takes from one request at request
+    /// time (the cost, 1 for a limit counting requests, the reserve
+    /// checked for a cost known after the response).
+    pub fn request_amount(&self, l: &Limit) -> u64 {
+        match l.counts {
+            Counts::Requests => 1,
+            Counts::Cost => self.cost.max_at_request(),
+        }
+    }
+}
+
+const RULE_FIELDS: &[&str] = &[
+    "name",
+    "match",
+    "key",
+    "limits",
+    "cost",
+    "failure_mode",
+    "fleet_size",
+    "shadow",
+    "response_headers",
+    "shadow_headers",
+];
 
 /// Whether `s` is 1..=max characters of [a-z0-9_-] (and '.' if `dots`).
 pub fn is_name(s: &str, max: usize, dots: bool) -> bool {
@@ -117,90 +135,87 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         .enumerate()
         .map(|(i, p)| parse_key_part(p, &format!("{path}.key[{i}]")))
         .collect::<Result<_>>()?;
-    let cost = o.uint("cost", 1, 1_000_000)?.unwrap_or(1);
+    let cost = parse_cost(o.value("cost"), &o.path_of("cost"))?;
     let failure_mode = match o.str("failure_mode")? {
         None | Some("open") => FailureMode::Open,
         Some("closed") => FailureMode::Closed,
         Some(_) => return Err(ConfigError::at(&o.path_of("failure_mode"), "must be \"open\" or \"closed\"")),
     };
-    let fleet_size = o.uint("fleet_size", 1, 10_000)?.unwrap_or(1);
+    let fleet_size = o.uint("fleet_size", 1, 10_000)?.and_then(NonZeroU64::new).unwrap_or(NonZeroU64::MIN);
     let shadow = o.bool("shadow")?.unwrap_or(false);
+    let headers = o.value("response_headers").map(|v| parse_style(v, &o.path_of("response_headers"))).transpose()?;
+    let shadow_headers = o.bool("shadow_headers")?.unwrap_or(false);
+    if shadow_headers && !shadow {
+        return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
+    }
     let limit_values = o.array("limits")?.ok_or_else(|| ConfigError::at(&o.path_of("limits"), "is required"))?;
     if limit_values.is_empty() || limit_values.len() > MAX_LIMITS_PER_RULE {
         return Err(ConfigError::at(&o.path_of("limits"), format!("must hold 1 to {MAX_LIMITS_PER_RULE} limits")));
     }
-    let mut limits: Vec<Limit> = Vec::with_capacity(limit_values.len());
+    let cost_id = format!("{cost:?}");
+    let mut rule = Rule {
+        name: name.to_string(),
+        matcher,
+        key,
+        limits: Vec::with_capacity(limit_values.len()),
+        cost,
+        failure_mode,
+        fleet_size,
+        shadow,
+        headers,
+        shadow_headers,
+    };
     for (i, lv) in limit_values.iter().enumerate() {
         let lpath = format!("{path}.limits[{i}]");
-        let spec = parse_limit(lv, &lpath)?;
-        if limits.iter().any(|l| l.spec.algorithm == spec.algorithm && l.spec.window_ms == spec.window_ms) {
+        let index = (i as u64).to_le_bytes();
+        let limit = parse_limit(lv, &lpath, &[domain.as_bytes(), name.as_bytes(), &index, cost_id.as_bytes()])?;
+        if rule.limits.iter().any(|l| l.spec.algorithm == limit.spec.algorithm && l.spec.window_ms == limit.spec.window_ms) {
             return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
         }
-        let capacity = match spec.algorithm {
-            Algorithm::TokenBucket | Algorithm::Gcra => spec.burst,
-            _ => spec.limit,
+        check_limit(&rule, &limit, i, &o, path)?;
+        rule.limits.push(limit);
+    }
+    Ok(rule)
+}
+
+/// What a limit must satisfy given its rule's cost and failure policy.
+fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) -> Result<()> {
+    let amount = rule.request_amount(limit);
+    let capacity = limit.capacity();
+    let after_response = limit.counts == Counts::Cost && rule.cost.after_response();
+    if amount > capacity && limit.counts == Counts::Cost {
+        let what = match rule.cost {
+            Cost::Fixed(c) => c.to_string(),
+            Cost::RequestHeader { max, .. } => format!("max ({max})"),
+            Cost::Response { reserve, .. } => format!("reserve ({reserve})"),
         };
-        if cost > capacity {
-            return Err(ConfigError::at(
-                &o.path_of("cost"),
-                format!("{cost} can never be admitted by limits[{i}], which holds at most {capacity}"),
-            ));
-        }
-        if failure_mode == FailureMode::Open && spec.limit / fleet_size < cost {
-            return Err(ConfigError::at(
-                &o.path_of("fleet_size"),
-                format!("{fleet_size} leaves limits[{i}] a fallback share below the cost (limit / fleet_size must be at least {cost})"),
-            ));
-        }
-        let fp = limit_fingerprint(domain, name, i, &spec, cost);
-        limits.push(Limit { spec, fingerprint: fp });
-    }
-    Ok(Rule { name: name.to_string(), matcher, key, limits, cost, failure_mode, fleet_size, shadow })
-}
-
-fn limit_fingerprint(domain: &str, rule: &str, index: usize, spec: &LimitSpec, cost: u64) -> u64 {
-    let numbers = [index as u64, spec.limit, spec.window_ms, spec.burst, cost];
-    let mut bytes = [0u8; 40];
-    for (chunk, n) in bytes.chunks_mut(8).zip(numbers) {
-        chunk.copy_from_slice(&n.to_le_bytes());
-    }
-    fingerprint(&[domain.as_bytes(), rule.as_bytes(), spec.algorithm.code().as_bytes(), &bytes])
-}
-
-fn parse_limit(v: &Value, path: &str) -> Result<LimitSpec> {
-    let o = Obj::new(v, path, &["algorithm", "limit", "window", "burst"])?;
-    let algorithm = match o.str("algorithm")? {
-        None => Algorithm::SlidingWindow,
-        Some(a) => Algorithm::from_name(a).ok_or_else(|| {
-            ConfigError::at(
-                &o.path_of("algorithm"),
-                "must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra",
-            )
-        })?,
-    };
-    let limit = match o.value("limit") {
-        None => return Err(ConfigError::at(&o.path_of("limit"), "is required")),
-        Some(v) => uint(v, &o.path_of("limit"), 1, MAX_EXACT)?,
-    };
-    let window_text = o.required_str("window")?;
-    let window_ms = parse_ms(window_text).ok_or_else(|| ConfigError::at(&o.path_of("window"), DURATION_HELP))?;
-    let burst = match (o.uint("burst", 1, MAX_EXACT)?, algorithm) {
-        (None, a) => a.default_burst(limit),
-        (Some(b), Algorithm::TokenBucket | Algorithm::Gcra) => b,
-        (Some(_), _) => {
-            return Err(ConfigError::at(&o.path_of("burst"), "applies to token_bucket and gcra only"));
-        }
-    };
-    if algorithm == Algorithm::SlidingLog && limit > SLIDING_LOG_MAX {
         return Err(ConfigError::at(
-            &o.path_of("limit"),
-            format!("sliding_log keeps one entry per request: at most {SLIDING_LOG_MAX}"),
+            &o.path_of("cost"),
+            format!("{what} can never be admitted by limits[{i}], which holds at most {capacity}"),
         ));
     }
-    if limit.saturating_mul(window_ms) >= MAX_EXACT || burst.saturating_mul(window_ms) >= MAX_EXACT {
-        return Err(ConfigError::at(path, "limit (or burst) times the window in ms must stay below 2^53"));
+    if after_response && limit.spec.algorithm == Algorithm::SlidingLog {
+        return Err(ConfigError::at(
+            &format!("{path}.limits[{i}]"),
+            "sliding_log cannot carry a debt: a cost known after the response needs fixed_window, sliding_window, token_bucket or gcra (or counts \"requests\")",
+        ));
     }
-    Ok(LimitSpec { algorithm, limit, window_ms, burst })
+    if limit.counts == Counts::Cost && rule.cost.max_units().saturating_mul(limit.spec.window_ms) >= MAX_EXACT {
+        return Err(ConfigError::at(
+            &o.path_of("cost"),
+            format!("max times the window of limits[{i}] in ms must stay below 2^53"),
+        ));
+    }
+    if rule.failure_mode == FailureMode::Open && limit.spec.limit / rule.fleet_size.get() < amount {
+        return Err(ConfigError::at(
+            &o.path_of("fleet_size"),
+            format!(
+                "{} leaves limits[{i}] a fallback share below the cost (limit / fleet_size must be at least {amount})",
+                rule.fleet_size
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
@@ -236,7 +251,7 @@ fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
 
 /// A header name in lower case, or `None` if it is not an HTTP token
 /// (an initial ':' is allowed for pseudo-headers).
-fn header_name(name: &str) -> Option<String> {
+pub fn header_name(name: &str) -> Option<String> {
     let body = name.strip_prefix(':').unwrap_or(name);
     let ok = !body.is_empty()
         && name.len() <= 128
@@ -245,7 +260,8 @@ fn header_name(name: &str) -> Option<String> {
 }
 
 fn parse_key_part(v: &Value, path: &str) -> Result<KeyPart> {
-    const HELP: &str = "must be client_ip, path, method, authority, header:<name>, query:<name> or literal:<text>";
+    const HELP: &str =
+        "must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name> or literal:<text>";
     let s = v.as_str().ok_or_else(|| ConfigError::at(path, HELP))?;
     Ok(match s {
         "client_ip" => KeyPart::ClientIp,
@@ -255,6 +271,8 @@ fn parse_key_part(v: &Value, path: &str) -> Result<KeyPart> {
         _ => {
             if let Some(name) = s.strip_prefix("header:") {
                 KeyPart::Header(header_name(name).ok_or_else(|| ConfigError::at(path, "names an invalid header"))?)
+            } else if let Some(name) = s.strip_prefix("header_raw:") {
+                KeyPart::HeaderRaw(header_name(name).ok_or_else(|| ConfigError::at(path, "names an invalid header"))?)
             } else if let Some(name) = s.strip_prefix("query:") {
                 if name.is_empty() || name.len() > 128 {
                     return Err(ConfigError::at(path, "needs a query parameter name"));

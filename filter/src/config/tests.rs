@@ -24,7 +24,7 @@ pub const EXAMPLE: &str = r#"{ "domain": "shop",
       "fleet_size": 4 } ] }"#;
 
 fn error_of(json: &str) -> String {
-    Config::parse(json.as_bytes()).unwrap_err().to_string()
+    crate::store::load(json.as_bytes()).unwrap_err().to_string()
 }
 
 /// The example with `rules[1]` replaced.
@@ -40,11 +40,11 @@ fn the_documented_example_parses_with_its_values_and_defaults() {
     assert_eq!(c.domain, "shop");
     assert_eq!(c.store.transport, Transport::Webdis);
     assert_eq!(
-        (c.store.cluster.as_str(), c.store.authority.as_str(), c.store.timeout_ms),
+        (c.store.cluster.as_str(), c.store.authority.as_str(), c.store.timeout.ms()),
         ("ratelimit_store", "webdis", 25)
     );
-    assert_eq!(c.store.breaker, Breaker { failures: 3, open_ms: 30_000 });
-    assert_eq!(c.deny_cache, DenyCache { enabled: true, slots: 4096 });
+    assert_eq!(c.store.breaker, Breaker { failures: 3, open: crate::time::Millis::of(30_000) });
+    assert_eq!(c.deny_cache, DenyCache { enabled: true, slots: std::num::NonZeroU32::new(4096).unwrap() });
     let login = &c.rules[0];
     assert_eq!(login.matcher.methods, ["POST"]);
     assert_eq!(login.matcher.headers, [("x-tier".to_string(), "free".to_string())]);
@@ -53,7 +53,7 @@ fn the_documented_example_parses_with_its_values_and_defaults() {
     assert_eq!(login.limits[0].spec.window_ms, 3_600_000);
     let api = &c.rules[1];
     assert_eq!(api.key, [KeyPart::Header("x-api-key".into())]);
-    assert_eq!((api.cost, api.fleet_size, api.shadow), (1, 4, false));
+    assert_eq!((&api.cost, api.fleet_size.get(), api.shadow), (&Cost::Fixed(1), 4, false));
     assert_eq!(api.limits[1].spec.window_ms, 86_400_000);
     assert_eq!(c.groups.len(), 2, "different keys: separate calls");
 }
@@ -66,12 +66,13 @@ fn minimal_config_gets_every_default() {
     )
     .unwrap();
     assert_eq!(c.domain, "rl");
-    assert_eq!((c.store.authority.as_str(), c.store.timeout_ms), ("s", 25));
+    assert_eq!((c.store.authority.as_str(), c.store.timeout.ms()), ("s", 25));
     assert_eq!(c.xff_trusted_hops, 0);
-    assert!(c.response_headers);
+    assert_eq!(c.headers, HeaderStyle::LEGACY);
+    assert_eq!(c.retry_after_jitter_ppm, 0);
     let r = &c.rules[0];
     assert_eq!(r.limits[0].spec.algorithm, crate::algorithm::Algorithm::SlidingWindow);
-    assert_eq!((r.cost, r.fleet_size, r.failure_mode, r.shadow), (1, 1, FailureMode::Open, false));
+    assert_eq!((&r.cost, r.fleet_size.get(), r.failure_mode, r.shadow), (&Cost::Fixed(1), 1, FailureMode::Open, false));
     assert_eq!(r.matcher, Matcher::default());
 }
 
@@ -96,10 +97,14 @@ fn burst_defaults_to_the_limit_for_token_bucket_and_one_for_gcra() {
 #[wasm_bindgen_test]
 fn each_bad_config_is_refused_with_its_field_and_reason() {
     let cases: &[(&str, &str)] = &[
-        ("{", "configuration: not valid JSON: EOF while parsing an object at line 1 column 1"),
+        ("{", "configuration: not valid JSON at byte 1: expected a member name"),
+        (
+            r#"{"store":{"cluster":"s"},"rules":[{"name":"a","key":["path"],"limits":[{"limit":5,"limit":1000000,"window":"1s"}]}]}"#,
+            "rules[0].limits[0].limit: appears twice in its object",
+        ),
         (
             r#"{"store":{"cluster":"s"},"rules":[],"extra":1}"#,
-            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, rules)",
+            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, retry_after_jitter, rules)",
         ),
         (r#"{"rules":[]}"#, "store: is required"),
         (r#"{"store":{"cluster":"s"},"rules":[]}"#, "rules: must hold 1 to 64 rules"),
@@ -124,6 +129,10 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
             r#"{"store":{"cluster":"s"},"client_ip":{"xff_trusted_hops":-1},"rules":[]}"#,
             "client_ip.xff_trusted_hops: must be at least 0",
         ),
+        (r#"{"store":{"cluster":"s","batch":{"max_in_flight":0}},"rules":[]}"#, "store.batch.max_in_flight: must be at least 1"),
+        (r#"{"store":{"cluster":"s","batch":{"max_decisions":257}},"rules":[]}"#, "store.batch.max_decisions: must be at most 256"),
+        (r#"{"store":{"cluster":"s","redis_cluster":1},"rules":[]}"#, "store.redis_cluster: must be true or false"),
+        (r#"{"store":{"cluster":"s"},"retry_after_jitter":1.5,"rules":[]}"#, "retry_after_jitter: must be a number from 0 to 1"),
     ];
     for (json, want) in cases {
         assert_eq!(error_of(json), *want, "{json}");
@@ -135,7 +144,7 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
 fn each_bad_rule_is_refused_with_its_path_and_reason() {
     let cases: &[(&str, &str)] = &[
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":0,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be at least 1"),
-        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burstt":2}]}"#, "rules[1].limits[0].burstt: unknown field (expected one of: algorithm, limit, window, burst)"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burstt":2}]}"#, "rules[1].limits[0].burstt: unknown field (expected one of: algorithm, limit, window, burst, counts, staggered)"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"5 minutes"}]}"#, "rules[1].limits[0].window: must be a duration like \"250ms\", \"1s\", \"30s\", \"1m\", \"1h\" or \"1d\""),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5.5,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be an integer"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","algorithm":"leaky"}]}"#, "rules[1].limits[0].algorithm: must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra"),
@@ -146,7 +155,7 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["client_ip"],"limits":[]}"#, "rules[1].limits: must hold 1 to 16 limits"),
         (r#"{"name":"login","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: \"login\" is used by an earlier rule"),
         (r#"{"name":"Api","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: must be 1 to 64 characters of a-z, 0-9, _ and -"),
-        (r#"{"name":"api","key":["cookie"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: must be client_ip, path, method, authority, header:<name>, query:<name> or literal:<text>"),
+        (r#"{"name":"api","key":["cookie"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name> or literal:<text>"),
         (r#"{"name":"api","key":[],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key: must name at least one part"),
         (r#"{"name":"api","key":["header:bad name"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: names an invalid header"),
         (r#"{"name":"api","match":{"path_prefix":"api"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: must start with /"),
@@ -157,6 +166,18 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"fleet_size":6,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].fleet_size: 6 leaves limits[0] a fallback share below the cost (limit / fleet_size must be at least 1)"),
         (r#"{"name":"api","key":["path"],"failure_mode":"maybe","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].failure_mode: must be \"open\" or \"closed\""),
         (r#"{"name":"api","key":["path"],"shadow":"yes","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow: must be true or false"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.default: is required: what to charge when the response reports no usage"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage..x","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_body: must be a JSON field path like \"usage.total_tokens\", or a list of up to 4 to sum"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-usage","request_header":"x-cost","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: must name exactly one of request_header, response_header, response_body (or be an integer)"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-usage","default":1},"limits":[{"algorithm":"sliding_log","limit":5,"window":"1s"}]}"#, "rules[1].limits[0]: sliding_log cannot carry a debt: a cost known after the response needs fixed_window, sliding_window, token_bucket or gcra (or counts \"requests\")"),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","max":10},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: max (10) can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reserve":2},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reserve: applies to a cost known after the response only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":":status","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_header: is not a valid header name"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reserve":6},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: reserve (6) can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","counts":"tokens"}]}"#, "rules[1].limits[0].counts: must be \"cost\" or \"requests\""),
+        (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","staggered":true}]}"#, "rules[1].limits[0].staggered: applies to fixed_window only"),
+        (r#"{"name":"api","key":["path"],"shadow_headers":true,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow_headers: applies to shadow rules only"),
+        (r#"{"name":"api","key":["path"],"response_headers":"some","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].response_headers: must be true, false, \"legacy\", \"ietf\", \"both\" or \"none\""),
     ];
     for (rule, want) in cases {
         assert_eq!(error_of(&with_api_rule(rule)), *want, "{rule}");
@@ -202,4 +223,40 @@ fn changing_a_limit_changes_its_fingerprint_and_nothing_else_does() {
     assert_eq!(fp(5, "a"), fp(5, "a"));
     assert_ne!(fp(5, "a"), fp(6, "a"));
     assert_ne!(fp(5, "a"), fp(5, "b"));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn costs_limits_and_headers_take_every_documented_form() {
+    let json = r#"{"store":{"cluster":"s","redis_cluster":true,"batch":{"max_in_flight":8,"max_decisions":16}},
+      "response_headers":"both","retry_after_jitter":0.25,"rules":[
+      {"name":"llm","key":["header:x-api-key"],
+       "cost":{"response_body":["usage.input_tokens","usage.output_tokens"],"default":500,"max":100000,"reserve":10},
+       "limits":[{"limit":60,"window":"1m","counts":"requests"},{"algorithm":"token_bucket","limit":100000,"window":"1h"}]},
+      {"name":"internal","key":["header_raw:user-agent"],"cost":{"request_header":"x-cost","max":5},"response_headers":false,
+       "limits":[{"algorithm":"fixed_window","limit":100,"window":"1d","staggered":true}]},
+      {"name":"watch","key":["client_ip"],"shadow":true,"shadow_headers":true,"limits":[{"limit":5,"window":"1s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    assert!(c.store.redis_cluster);
+    assert_eq!((c.store.batching.max_in_flight.get(), c.store.batching.max_decisions.get()), (8, 16));
+    assert_eq!(c.headers, HeaderStyle { legacy: true, ietf: true });
+    assert_eq!(c.retry_after_jitter_ppm, 250_000);
+    let llm = &c.rules[0];
+    assert_eq!(
+        llm.cost,
+        Cost::Response {
+            source: UsageSource::Body(vec!["usage.input_tokens".into(), "usage.output_tokens".into()]),
+            default: 500,
+            max: 100_000,
+            reserve: 10
+        }
+    );
+    assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));
+    assert_eq!((llm.request_amount(&llm.limits[0]), llm.request_amount(&llm.limits[1])), (1, 10));
+    let internal = &c.rules[1];
+    assert_eq!(internal.cost, Cost::RequestHeader { name: "x-cost".into(), max: 5, default: 1 });
+    assert_eq!(internal.key, [KeyPart::HeaderRaw("user-agent".into())]);
+    assert_eq!(internal.headers, Some(HeaderStyle { legacy: false, ietf: false }));
+    assert!(internal.limits[0].staggered);
+    assert!(c.rules[2].shadow_headers);
 }

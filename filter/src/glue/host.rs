@@ -1,127 +1,216 @@
-//! The host's services behind the pure modules' traits.
+//! The host's services behind the pure modules' traits: plain hostcalls,
+//! each status handled.
 
 use std::cell::Cell;
-use std::time::UNIX_EPOCH;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::{MapType, MetricType};
-
+use super::abi;
+use crate::config::{Config, Transport};
 use crate::metrics::{metric_name, Event, Metrics};
-use crate::request::RequestSource;
+use crate::request::{HeaderList, RequestSource};
+use crate::response::LocalReply;
 use crate::shared::SharedData;
+use crate::store::stats::StoreStats;
+use crate::store::transport::Wire;
+use crate::store::StoreError;
+use crate::worker::Host;
 
-/// Milliseconds since the epoch by the host's clock.
-pub fn now_ms() -> u64 {
-    hostcalls::get_current_time()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// Metric ids defined at configure time; a host without metrics
+/// (NGINX-wasm) leaves them out and counting is off.
+#[derive(Debug, Default)]
+pub struct MetricIds {
+    rules: Vec<[Option<u32>; Event::ALL.len()]>,
+    store_calls: Option<u32>,
+    store_decisions: Option<u32>,
+    store_latency: Option<u32>,
+    store_gauges: [Option<u32>; 4],
 }
 
-/// The current request, read through hostcalls on demand.
-pub struct HostRequest;
+const COUNTER: u32 = 0;
+const GAUGE: u32 = 1;
+const HISTOGRAM: u32 = 2;
 
-impl RequestSource for HostRequest {
-    fn header(&self, name: &str) -> Option<String> {
-        hostcalls::get_map_value(MapType::HttpRequestHeaders, name).ok().flatten()
-    }
-
-    fn source_address(&self) -> Option<String> {
-        let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
-        String::from_utf8(bytes).ok()
-    }
-}
-
-/// proxy-wasm shared data.
-pub struct HostShared;
-
-impl SharedData for HostShared {
-    fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
-        match hostcalls::get_shared_data(key) {
-            Ok((Some(bytes), Some(cas))) => Some((bytes, cas)),
-            _ => None,
-        }
-    }
-
-    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
-        // Err(CasMismatch): another worker wrote first.
-        hostcalls::set_shared_data(key, Some(value), cas).is_ok()
-    }
-}
-
-/// Metric ids defined at configure time; hosts without metrics (NGINX-wasm)
-/// leave them out and counting is off.
-#[derive(Default)]
-pub struct HostMetrics {
-    /// Per rule, per event.
-    pub rules: Vec<[Option<u32>; Event::ALL.len()]>,
-    /// Store calls made (EVALSHA, SCRIPT LOAD).
-    pub store_calls: Option<u32>,
-    /// Store call latency, ms.
-    pub store_latency: Option<u32>,
-    /// Gauges from the store's INFO: evicted_keys, used_memory, maxmemory,
-    /// and 1 when the eviction policy can evict live counters.
-    pub store_gauges: [Option<u32>; 4],
-    /// Store errors logged so far on this VM (logs are thinned out).
-    pub errors_seen: Cell<u64>,
-}
-
-impl HostMetrics {
-    /// Defines the metrics of `rules`.
-    pub fn define(rules: &[String]) -> HostMetrics {
-        let define = |kind, name: &str| hostcalls::define_metric(kind, name).ok();
-        HostMetrics {
-            rules: rules.iter().map(|r| Event::ALL.map(|e| define(MetricType::Counter, &metric_name(r, e)))).collect(),
-            store_calls: define(MetricType::Counter, "ratelimit.store_calls"),
-            store_latency: define(MetricType::Histogram, "ratelimit.store_latency_ms"),
+impl MetricIds {
+    /// Defines the metrics of `config`'s rules and of the store.
+    pub fn define(config: &Config) -> MetricIds {
+        let define = |kind, name: &str| abi::define_metric(kind, name).ok();
+        MetricIds {
+            rules: config.rules.iter().map(|r| Event::ALL.map(|e| define(COUNTER, &metric_name(&r.name, e)))).collect(),
+            store_calls: define(COUNTER, "ratelimit.store_calls"),
+            store_decisions: define(COUNTER, "ratelimit.store_decisions"),
+            store_latency: define(HISTOGRAM, "ratelimit.store_latency_ms"),
             store_gauges: [
                 "ratelimit.store.evicted_keys",
                 "ratelimit.store.used_memory_bytes",
                 "ratelimit.store.maxmemory_bytes",
                 "ratelimit.store.evicting_policy",
             ]
-            .map(|name| define(MetricType::Gauge, name)),
-            errors_seen: Cell::new(0),
+            .map(|name| define(GAUGE, name)),
         }
-    }
-
-    /// Counts one store call.
-    pub fn store_call(&self) {
-        if let Some(id) = self.store_calls {
-            let _ = hostcalls::increment_metric(id, 1);
-        }
-    }
-
-    /// Records one store call's latency.
-    pub fn latency(&self, ms: u64) {
-        if let Some(id) = self.store_latency {
-            let _ = hostcalls::record_metric(id, ms);
-        }
-    }
-
-    /// Exports the store's INFO figures.
-    pub fn store_stats(&self, s: &crate::store::stats::StoreStats) {
-        let values = [s.evicted_keys, s.used_memory, s.maxmemory, u64::from(s.can_evict_counters())];
-        for (id, value) in self.store_gauges.iter().zip(values) {
-            if let Some(id) = id {
-                let _ = hostcalls::record_metric(*id, value);
-            }
-        }
-    }
-
-    /// Whether the n-th store error should be logged: 1, 2, 4, 8, ... so a
-    /// failing store cannot flood the log.
-    pub fn should_log_error(&self) -> bool {
-        let n = self.errors_seen.get() + 1;
-        self.errors_seen.set(n);
-        n.is_power_of_two()
     }
 }
 
-impl Metrics for HostMetrics {
-    fn count(&self, rule: usize, event: Event) {
-        if let Some(Some(id)) = self.rules.get(rule).map(|ids| ids[event.index()]) {
-            let _ = hostcalls::increment_metric(id, 1);
+/// Where and how the store is called (copied from the configuration).
+#[derive(Clone, Debug)]
+pub struct StoreTarget {
+    /// webdis or redis.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub transport: Transport,
+    /// The Envoy cluster.
+    pub cluster: String,
+    /// webdis's :authority.
+    pub authority: String,
+    /// Per call.
+    pub timeout_ms: u32,
+}
+
+impl StoreTarget {
+    /// The target of `config`.
+    pub fn of(config: &Config) -> StoreTarget {
+        StoreTarget {
+            transport: config.store.transport,
+            cluster: config.store.cluster.clone(),
+            authority: config.store.authority.clone(),
+            timeout_ms: u32::try_from(config.store.timeout.ms()).unwrap_or(u32::MAX),
         }
+    }
+}
+
+/// The host as one plugin (root context) sees it during one callback.
+pub struct HostCalls<'a> {
+    /// The plugin's root context.
+    pub root: u32,
+    /// The stream whose callback runs, if any (its context is restored
+    /// after a call is sent from the root context).
+    pub current: Option<u32>,
+    /// Metric ids.
+    pub metrics: &'a MetricIds,
+    /// The store.
+    pub target: &'a StoreTarget,
+    /// SplitMix64 state for `random`.
+    pub rng: &'a Cell<u64>,
+    /// The Redis transport's connection state.
+    #[cfg(feature = "redis")]
+    pub redis: &'a super::redis::RedisLink,
+}
+
+/// Milliseconds since the epoch by the host's clock (0 if it will not say).
+pub fn now_ms() -> u64 {
+    abi::now_ns().map_or(0, |ns| ns / 1_000_000)
+}
+
+impl SharedData for HostCalls<'_> {
+    fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+        abi::shared_get(key).ok().flatten()
+    }
+
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        // CasMismatch: another worker wrote first.
+        abi::shared_set(key, value, cas.unwrap_or(0)).is_ok()
+    }
+}
+
+impl Metrics for HostCalls<'_> {
+    fn count(&self, rule: usize, event: Event) {
+        if let Some(Some(id)) = self.metrics.rules.get(rule).map(|ids| ids[event.index()]) {
+            abi::increment_metric(id, 1);
+        }
+    }
+
+    fn store_call(&self, decisions: usize) {
+        if let Some(id) = self.metrics.store_calls {
+            abi::increment_metric(id, 1);
+        }
+        if let Some(id) = self.metrics.store_decisions {
+            abi::increment_metric(id, i64::try_from(decisions).unwrap_or(i64::MAX));
+        }
+    }
+
+    fn store_latency(&self, ms: u64) {
+        if let Some(id) = self.metrics.store_latency {
+            abi::record_metric(id, ms);
+        }
+    }
+
+    fn store_stats(&self, s: &StoreStats) {
+        let values = [s.evicted_keys, s.used_memory, s.maxmemory, u64::from(s.can_evict_counters())];
+        for (id, value) in self.metrics.store_gauges.iter().zip(values) {
+            if let Some(id) = id {
+                abi::record_metric(*id, value);
+            }
+        }
+    }
+}
+
+impl Host for HostCalls<'_> {
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn random(&self) -> u64 {
+        // SplitMix64: spreads Retry-After jitter; nothing secret rides on it.
+        let z = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.rng.set(z);
+        let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn send(&self, wire: &Wire, reinit: bool) -> Result<u32, StoreError> {
+        // From the root context: the call belongs to the plugin, not to
+        // the stream that happened to start it.
+        abi::set_effective_context(self.root).map_err(|_| StoreError::Dispatch)?;
+        let sent = match wire {
+            Wire::Http { method, path, body } => {
+                let headers = abi::serialize_pairs(&[
+                    (":method", method),
+                    (":path", path),
+                    (":authority", &self.target.authority),
+                ]);
+                abi::http_call(&self.target.cluster, &headers, body, self.target.timeout_ms)
+                    .map_err(|_| StoreError::Dispatch)
+            }
+            #[cfg(feature = "redis")]
+            Wire::Resp(query) => self.redis.call(&self.target.cluster, query, reinit),
+            #[cfg(not(feature = "redis"))]
+            Wire::Resp(_) => {
+                let _ = reinit;
+                Err(StoreError::Dispatch)
+            }
+        };
+        if let Some(stream) = self.current {
+            let _ = abi::set_effective_context(stream);
+        }
+        sent
+    }
+
+    fn resume(&self, stream: u32) {
+        // A stream that is gone cannot be made effective: nothing to resume.
+        if abi::set_effective_context(stream).is_ok() {
+            let _ = abi::continue_request();
+        }
+    }
+
+    fn reply(&self, stream: u32, reply: &LocalReply) {
+        if abi::set_effective_context(stream).is_ok() {
+            let headers: Vec<(&str, &str)> = reply.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let _ = abi::send_local_response(reply.status, &abi::serialize_pairs(&headers), reply.body.as_bytes());
+        }
+    }
+
+    fn warn(&self, message: &str) {
+        log::warn!("{message}");
+    }
+}
+
+/// The current request, read through hostcalls on demand.
+pub struct HostRequest;
+
+impl RequestSource for HostRequest {
+    fn headers(&self) -> HeaderList {
+        abi::header_pairs(abi::REQUEST_HEADERS).ok().flatten().and_then(HeaderList::parse).unwrap_or_default()
+    }
+
+    fn source_address(&self) -> Option<Vec<u8>> {
+        abi::property(&["source", "address"]).ok().flatten()
     }
 }

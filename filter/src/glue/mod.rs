@@ -1,23 +1,15 @@
-//! proxy-wasm glue: the only code that talks to the host. It reads the
-//! request, runs the pipeline, makes the store calls and applies the
-//! outcome; every decision is made in the pure modules.
-//!
-//! Hostcalls go through `proxy_wasm::hostcalls` functions that return a
-//! `Result`, not the SDK's trait helpers that unwrap: an unexpected status
-//! from the host must not abort the VM.
+//! The glue: the only code that talks to the host. It implements the
+//! proxy-wasm ABI 0.2.1 itself (`abi` for the hostcalls, `exports` for the
+//! callbacks) instead of through the Rust SDK, whose helpers unwrap or
+//! panic on statuses and bytes a host can produce. Every decision is made
+//! in the pure modules (`worker`, `pipeline`, ...); this only reads the
+//! host's inputs and carries out what the worker asks.
 
+mod abi;
+mod exports;
 mod host;
-mod http;
+mod log;
+mod memory;
 #[cfg(feature = "redis")]
 mod redis;
-mod root;
-mod stream;
-mod webdis;
-
-use proxy_wasm::traits::RootContext;
-use proxy_wasm::types::LogLevel;
-
-proxy_wasm::main! {{
-    proxy_wasm::set_log_level(LogLevel::Info);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(root::Root::default()) });
-}}
+mod vm;

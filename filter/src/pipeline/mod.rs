@@ -3,19 +3,20 @@
 //! plans one store call per identity; `on_reply` takes each call's result;
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
-use crate::breaker::{self, Gate, Health};
-use crate::call::{LimitCall, ScriptCall};
-use crate::config::{Config, FailureMode, Rule};
+use crate::breaker::{self, Gate};
+use crate::call::Op;
+use crate::config::{Config, Cost, Counts, FailureMode, KeyPart, Rule};
 use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::{entry_fingerprint, IdentityDigest};
-use crate::identity::identity;
+use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
-use crate::request::{Request, RequestSource};
+use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::response::{
-    most_restrictive, rate_limit_headers, too_many_requests, unavailable, Headers, LocalReply, Shown,
+    bad_request, most_restrictive, rate_limit_headers, shadow_headers, too_many_requests, unavailable, Headers,
+    LocalReply, Shown,
 };
 use crate::shared::SharedData;
 use crate::store::StoreError;
@@ -28,6 +29,8 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
     pub shared: &'a S,
     /// Counters.
     pub metrics: &'a M,
+    /// A random number for this request (Retry-After jitter).
+    pub random: u64,
 }
 
 /// How a request ends.
@@ -49,38 +52,48 @@ pub enum Start {
     Wait(Pending),
 }
 
-/// One planned store call: the rules of one identity.
+/// One limit of a planned decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedLimit {
+    /// The rule (index into the configuration's rules).
+    pub rule: usize,
+    /// The limit (index into the rule's limits).
+    pub limit: usize,
+    /// What the script does with it.
+    pub op: Op,
+    /// fixed_window staggered per client: this client's window offset.
+    pub offset_ms: Option<u64>,
+}
+
+/// One planned decision: every limit of the rules of one identity.
 #[derive(Debug)]
-pub struct PlannedCall {
-    /// Indices of the rules it decides, in call order.
+pub struct PlannedDecision {
+    /// Indices of the rules it decides, in order.
     pub rules: Vec<usize>,
-    /// KEYS and ARGV for the script.
-    pub script: ScriptCall,
+    /// The escaped identity (the keys' hash tag).
+    pub identity: String,
+    /// The limits, rule by rule, in order.
+    pub limits: Vec<PlannedLimit>,
+    /// The Redis Cluster hash slot of its keys (its slot breaker).
+    pub slot: u16,
     /// The identity's digest, for deny-cache and fallback fingerprints.
     digest: IdentityDigest,
-    /// The Redis Cluster hash slot of its keys (its slot breaker).
-    slot: u16,
     result: Option<Result<Vec<Decision>, StoreError>>,
 }
 
-impl PlannedCall {
-    /// Whether the call is still to be made (a breaker may have answered it).
+impl PlannedDecision {
+    /// Whether the decision is still to be made (a breaker may have answered it).
     pub fn is_waiting(&self) -> bool {
         self.result.is_none()
     }
-
-    /// How many limits (decisions) the call covers.
-    pub fn limit_count(&self) -> usize {
-        self.script.args.len().saturating_sub(2) / 5
-    }
 }
 
-/// A request waiting for its store calls.
+/// A request waiting for its store decisions.
 #[derive(Debug)]
 pub struct Pending {
     now_ms: u64,
-    /// The calls to make, by index.
-    pub calls: Vec<PlannedCall>,
+    /// The decisions to make, by index.
+    pub decisions: Vec<PlannedDecision>,
     /// Outcomes known before calling (shadow rules answered from the cache).
     known: Vec<(usize, Verdict)>,
 }
@@ -91,6 +104,33 @@ enum Verdict {
     Denied(Vec<Shown>),
     FailClosed,
     Unenforced,
+}
+
+/// The offset of a staggered fixed window for one client: stable, spread
+/// uniformly over the window by the identity's digest.
+fn window_offset(limit_fingerprint: u64, digest: &IdentityDigest, window_ms: u64) -> u64 {
+    entry_fingerprint(limit_fingerprint, digest) % window_ms.max(1)
+}
+
+/// A request-header cost: digits only, 1..=max; `default` when absent.
+fn header_cost<S: RequestSource + ?Sized>(req: &Request<'_, S>, name: &str, max: u64, default: u64) -> Option<u64> {
+    match one_member(req.headers().lines(name)) {
+        OneValue::Absent => Some(default),
+        OneValue::One(v) if !v.is_empty() && v.len() <= 10 && v.iter().all(u8::is_ascii_digit) => {
+            std::str::from_utf8(v).ok()?.parse::<u64>().ok().filter(|c| (1..=max).contains(c))
+        }
+        _ => None,
+    }
+}
+
+/// What a key part is called in a 400's body.
+fn part_name(part: &KeyPart) -> String {
+    match part {
+        KeyPart::Header(n) => format!("header:{n}"),
+        KeyPart::HeaderRaw(n) => format!("header_raw:{n}"),
+        KeyPart::Query(n) => format!("query:{n}"),
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
 }
 
 /// Starts evaluating a request. `clock` (ms since the epoch) is read once,
@@ -107,65 +147,91 @@ where
     let config = env.config;
     let req = Request::new(source);
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
-    let mut calls = Vec::new();
+    let mut decisions = Vec::new();
     let mut known = Vec::new();
     for group in &config.groups {
         let mut matched = group.rules.iter().copied().filter(|&r| config.rules[r].matcher.matches(&req)).peekable();
-        if matched.peek().is_none() {
-            continue;
-        }
-        let Some(identity) = identity(&group.key, &req, config.xff_trusted_hops) else { continue };
+        let Some(&first) = matched.peek() else { continue };
+        let identity = match identity(&group.key, &req, config.xff_trusted_hops) {
+            Identity::Key(k) => k,
+            Identity::Absent => continue,
+            Identity::Conflicting(part) => {
+                // Which value the upstream would use is unknown: refuse,
+                // unless every matched rule only watches (shadow).
+                if group.shadow {
+                    continue;
+                }
+                env.metrics.count(first, Event::BadRequest);
+                let what = format!("{} has several different values", part_name(&group.key[part]));
+                return Start::Done(Outcome::Reply(bad_request("ambiguous_identity", &config.rules[first].name, &what)));
+            }
+        };
         let digest = IdentityDigest::of(&identity);
-        let mut to_call = Vec::new();
+        let mut rules = Vec::new();
+        let mut limits = Vec::new();
         for r in matched {
             let rule = &config.rules[r];
-            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now()) } else { None };
-            match cached {
-                None => to_call.push(r),
-                Some(shown) => {
-                    env.metrics.count(r, Event::DenyCacheHit);
-                    if !rule.shadow {
-                        env.metrics.count(r, Event::Denied);
-                        return Start::Done(Outcome::Reply(too_many_requests(
-                            &rule.name,
-                            &shown,
-                            now(),
-                            config.response_headers,
-                        )));
+            let cost = match &rule.cost {
+                Cost::RequestHeader { name, max, default } => match header_cost(&req, name, *max, *default) {
+                    Some(c) => c,
+                    None if rule.shadow => continue,
+                    None => {
+                        env.metrics.count(r, Event::BadRequest);
+                        let what = format!("{name} must be one integer from 1 to {max}");
+                        return Start::Done(Outcome::Reply(bad_request("bad_request_cost", &rule.name, &what)));
                     }
-                    env.metrics.count(r, Event::ShadowDenied);
-                    known.push((r, Verdict::Denied(vec![shown])));
+                },
+                other => other.max_at_request(),
+            };
+            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now()) } else { None };
+            if let Some(shown) = cached {
+                env.metrics.count(r, Event::DenyCacheHit);
+                if !rule.shadow {
+                    env.metrics.count(r, Event::Denied);
+                    return Start::Done(Outcome::Reply(too_many_requests(
+                        &rule.name,
+                        &shown,
+                        now(),
+                        config.headers.legacy,
+                        env.random,
+                        config.retry_after_jitter_ppm,
+                    )));
                 }
+                env.metrics.count(r, Event::ShadowDenied);
+                known.push((r, Verdict::Denied(vec![shown])));
+                continue;
+            }
+            rules.push(r);
+            for (i, l) in rule.limits.iter().enumerate() {
+                let op = match (l.counts, &rule.cost) {
+                    (Counts::Requests, _) => Op::Use(1),
+                    (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
+                    (Counts::Cost, _) => Op::Use(cost),
+                };
+                let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, &digest, l.spec.window_ms));
+                limits.push(PlannedLimit { rule: r, limit: i, op, offset_ms });
             }
         }
-        if !to_call.is_empty() {
-            let limits: Vec<LimitCall> = to_call
-                .iter()
-                .flat_map(|&r| {
-                    let rule = &config.rules[r];
-                    rule.limits.iter().map(move |l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost })
-                })
-                .collect();
-            let script = ScriptCall::new(&config.domain, &identity, now(), &limits);
+        if !rules.is_empty() {
             let slot = cluster_slot(&identity);
-            calls.push(PlannedCall { rules: to_call, script, digest, slot, result: None });
+            decisions.push(PlannedDecision { rules, identity, limits, slot, digest, result: None });
         }
     }
-    if calls.is_empty() && known.is_empty() {
+    if decisions.is_empty() && known.is_empty() {
         return Start::Done(Outcome::Continue(Vec::new()));
     }
     let now_ms = now();
-    let mut pending = Pending { now_ms, calls, known };
-    if pending.calls.is_empty() {
+    let mut pending = Pending { now_ms, decisions, known };
+    if pending.decisions.is_empty() {
         return Start::Done(pending.finish(env));
     }
-    let probe_ms = config.store.timeout_ms.saturating_mul(2).saturating_add(1000);
-    for call in &mut pending.calls {
-        if breaker::gate(env.shared, &config.store.breaker, call.slot, now_ms, probe_ms) == Gate::Open {
-            call.result = Some(Err(StoreError::BreakerOpen));
+    let probe_ms = config.store.timeout.ms().saturating_mul(2).saturating_add(1000);
+    for d in &mut pending.decisions {
+        if breaker::gate(env.shared, &config.store.breaker, d.slot, now_ms, probe_ms) == Gate::Open {
+            d.result = Some(Err(StoreError::BreakerOpen));
         }
     }
-    if pending.calls.iter().all(|c| !c.is_waiting()) {
+    if pending.decisions.iter().all(|d| !d.is_waiting()) {
         return Start::Done(pending.finish(env));
     }
     Start::Wait(pending)
@@ -193,26 +259,26 @@ fn cached_denial<S: SharedData + ?Sized>(
 }
 
 impl Pending {
-    /// Takes the result of call `index`; the outcome once every call is in.
-    /// A call whose result is already in is ignored.
+    /// Takes the result of decision `index` (one `Decision` per limit, in
+    /// order); the outcome once every decision is in. A decision whose
+    /// result is already in is ignored. (The breakers are the caller's: a
+    /// store call that carried many decisions counts once.)
     pub fn on_reply<S, M>(
         &mut self,
         env: &Env<'_, S, M>,
         index: usize,
         result: Result<Vec<Decision>, StoreError>,
-        now_ms: u64,
     ) -> Option<Outcome>
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
     {
-        let call = self.calls.get_mut(index)?;
-        if call.result.is_some() {
+        let d = self.decisions.get_mut(index)?;
+        if d.result.is_some() {
             return None;
         }
-        breaker::record(env.shared, &env.config.store.breaker, call.slot, now_ms, Health::of(&result));
-        call.result = Some(result);
-        self.calls.iter().all(|c| c.result.is_some()).then(|| self.finish(env))
+        d.result = Some(result);
+        self.decisions.iter().all(|d| d.result.is_some()).then(|| self.finish(env))
     }
 
     fn finish<S, M>(&mut self, env: &Env<'_, S, M>) -> Outcome
@@ -223,28 +289,28 @@ impl Pending {
         let config = env.config;
         let now = self.now_ms;
         let mut verdicts = std::mem::take(&mut self.known);
-        for call in &self.calls {
-            match &call.result {
+        for d in &self.decisions {
+            match &d.result {
                 Some(Ok(decisions)) => {
                     // The script is all or nothing: one denial and nobody consumed.
                     let consumed = decisions.iter().all(|d| d.allowed);
                     let mut rest = decisions.as_slice();
-                    for &r in &call.rules {
+                    for &r in &d.rules {
                         let rule = &config.rules[r];
                         let (mine, tail) = rest.split_at(rule.limits.len().min(rest.len()));
                         rest = tail;
-                        verdicts.push((r, self.store_verdict(env, r, &call.digest, mine, consumed)));
+                        verdicts.push((r, self.store_verdict(env, r, &d.digest, mine, consumed)));
                     }
                 }
                 Some(Err(e)) => {
-                    for &r in &call.rules {
+                    for &r in &d.rules {
                         if *e != StoreError::BreakerOpen {
                             env.metrics.count(r, Event::StoreError);
                         }
-                        verdicts.push((r, self.failure_verdict(env, r, &call.digest)));
+                        verdicts.push((r, self.failure_verdict(env, r, &d.digest)));
                     }
                 }
-                // finish runs once every call has its result.
+                // finish runs once every decision has its result.
                 None => {}
             }
         }
@@ -258,23 +324,21 @@ impl Pending {
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
             .max_by_key(|(_, s)| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms));
         if let Some((r, shown)) = worst {
-            return Outcome::Reply(too_many_requests(&config.rules[r].name, &shown, now, config.response_headers));
+            let rule = &config.rules[r];
+            let legacy = rule.headers.unwrap_or(config.headers).legacy;
+            return Outcome::Reply(too_many_requests(
+                &rule.name,
+                &shown,
+                now,
+                legacy,
+                env.random,
+                config.retry_after_jitter_ppm,
+            ));
         }
         if verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed) {
             return Outcome::Reply(unavailable());
         }
-        if !config.response_headers {
-            return Outcome::Continue(Vec::new());
-        }
-        let all: Vec<Shown> = verdicts
-            .iter()
-            .flat_map(|(_, v)| match v {
-                Verdict::Allowed(s) | Verdict::Denied(s) => s.as_slice(),
-                _ => &[],
-            })
-            .copied()
-            .collect();
-        Outcome::Continue(most_restrictive(&all).map(|s| rate_limit_headers(&s, now)).unwrap_or_default())
+        Outcome::Continue(response_headers(config, &verdicts, now))
     }
 
     /// The verdict of rule `r` from its decisions; `consumed` tells whether
@@ -302,7 +366,10 @@ impl Pending {
             }
             return Verdict::Allowed(shown);
         }
-        if config.deny_cache.enabled {
+        // A cost the caller names differs per request: a denial of one
+        // cost says nothing of the next request's.
+        let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
+        if config.deny_cache.enabled && cacheable {
             let cache = DenyCache::new(env.shared, config.deny_cache.slots);
             for (l, s) in rule.limits.iter().zip(&shown) {
                 if let (false, Some(retry)) = (s.decision.allowed, s.decision.retry_after_ms) {
@@ -340,11 +407,12 @@ impl Pending {
             .iter()
             .map(|l| FallbackLimit {
                 fingerprint: entry_fingerprint(l.fingerprint, identity),
-                share: l.spec.limit / rule.fleet_size,
+                share: l.spec.limit / rule.fleet_size.get(),
                 window_ms: l.spec.window_ms,
+                cost: rule.request_amount(l),
             })
             .collect();
-        let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, rule.cost, self.now_ms);
+        let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
         let shown: Vec<Shown> =
             limits.iter().zip(decisions).map(|(l, d)| Shown { limit: l.share, decision: d }).collect();
         if shown.iter().all(|s| s.decision.allowed) {
@@ -355,6 +423,40 @@ impl Pending {
             Verdict::Denied(shown.into_iter().filter(|s| !s.decision.allowed).collect())
         }
     }
+}
+
+/// The rate-limit fields of a response let through: the most restrictive
+/// limit of the enforced rules (in the style of its rule), and, for shadow
+/// rules that ask for it, what the client would have seen, as
+/// `X-RateLimit-Shadow-*`.
+fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], now: u64) -> Headers {
+    let shown = |shadow: bool| -> Vec<(usize, Shown)> {
+        verdicts
+            .iter()
+            .filter(|(r, _)| config.rules[*r].shadow == shadow && (!shadow || config.rules[*r].shadow_headers))
+            .flat_map(|(r, v)| {
+                let s: &[Shown] = match v {
+                    Verdict::Allowed(s) | Verdict::Denied(s) => s,
+                    _ => &[],
+                };
+                s.iter().map(move |s| (*r, *s))
+            })
+            .collect()
+    };
+    let mut headers = Headers::new();
+    let enforced = shown(false);
+    let all: Vec<Shown> = enforced.iter().map(|(_, s)| *s).collect();
+    if let Some(s) = most_restrictive(&all) {
+        let r = enforced.iter().find(|(_, x)| *x == s).map_or(0, |(r, _)| *r);
+        if config.rules.get(r).and_then(|rule| rule.headers).unwrap_or(config.headers).legacy {
+            headers.extend(rate_limit_headers(&s, now));
+        }
+    }
+    let watched: Vec<Shown> = shown(true).into_iter().map(|(_, s)| s).collect();
+    if let Some(s) = most_restrictive(&watched) {
+        headers.extend(shadow_headers(&s, now));
+    }
+    headers
 }
 
 #[cfg(test)]

@@ -35,24 +35,27 @@ impl World {
     }
 
     fn env(&self) -> Env<'_, FakeShared, FakeMetrics> {
-        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics }
+        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0 }
     }
 
     fn begin(&self, req: &FakeRequest) -> Start {
         begin(&self.env(), req, || NOW)
     }
 
-    /// Runs a request to its outcome, answering call `i` with `replies[i]`.
+    /// Runs a request to its outcome, answering decision `i` with
+    /// `replies[i]` and recording each in the breakers as the worker does.
     fn run(&self, req: &FakeRequest, replies: &[Result<Vec<Decision>, StoreError>]) -> Outcome {
         match self.begin(req) {
             Start::Done(o) => o,
             Start::Wait(mut p) => {
-                assert_eq!(p.calls.len(), replies.len(), "calls made");
+                assert_eq!(p.decisions.len(), replies.len(), "decisions made");
                 let mut out = None;
                 for (i, r) in replies.iter().enumerate() {
-                    out = p.on_reply(&self.env(), i, r.clone(), NOW);
+                    let health = crate::breaker::Health::of(r);
+                    crate::breaker::record(&self.shared, &self.config.store.breaker, p.decisions[i].slot, NOW, health);
+                    out = p.on_reply(&self.env(), i, r.clone());
                 }
-                out.expect("every call answered")
+                out.expect("every decision answered")
             }
         }
     }
@@ -91,21 +94,12 @@ fn a_request_no_rule_matches_passes_untouched() {
 #[wasm_bindgen_test]
 fn one_call_per_identity_covering_every_limit_of_its_rules() {
     let w = World::new(CONFIG);
-    let Start::Wait(p) = w.begin(&api("k1")) else { panic!("expected calls") };
-    assert_eq!(p.calls.len(), 2, "client_ip rules in one call, x-api-key rules in another");
-    assert_eq!(p.calls[0].rules, [2]);
-    assert_eq!(p.calls[0].script.keys, ["shop:{10.0.0.1}:api-ip:tb:1000"]);
-    assert_eq!(p.calls[1].rules, [1, 3]);
-    assert_eq!(
-        p.calls[1].script.keys,
-        [
-            "shop:{k1}:api:sw:60000:28333333",
-            "shop:{k1}:api:sw:60000:28333332",
-            "shop:{k1}:api:fw:86400000:19675",
-            "shop:{k1}:api-all:gc:1000",
-        ]
-    );
-    assert_eq!(p.calls[1].limit_count(), 3);
+    let Start::Wait(p) = w.begin(&api("k1")) else { panic!("expected decisions") };
+    assert_eq!(p.decisions.len(), 2, "client_ip rules in one decision, x-api-key rules in another");
+    assert_eq!((p.decisions[0].rules.as_slice(), p.decisions[0].identity.as_str()), (&[2][..], "10.0.0.1"));
+    assert_eq!((p.decisions[1].rules.as_slice(), p.decisions[1].identity.as_str()), (&[1, 3][..], "k1"));
+    let limits: Vec<(usize, usize, Op)> = p.decisions[1].limits.iter().map(|l| (l.rule, l.limit, l.op)).collect();
+    assert_eq!(limits, [(1, 0, Op::Use(1)), (1, 1, Op::Use(1)), (3, 0, Op::Use(1))]);
 }
 
 #[test]
@@ -225,8 +219,7 @@ fn three_failures_open_the_breaker_and_requests_stop_calling_the_store() {
 fn shadow_rules_count_would_be_denials_and_never_reject() {
     let w = World::new(CONFIG);
     let out = w.run(&FakeRequest::new("GET", "/watch"), &[Ok(vec![deny(0, 30_000, 30_000)])]);
-    assert_eq!(header(&out, "x-ratelimit-remaining"), Some("0"));
-    assert!(matches!(out, Outcome::Continue(_)));
+    assert_eq!(out, Outcome::Continue(vec![]), "a shadow rule shows nothing unless asked");
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 1);
     // The cached would-be denial is counted again without a call.
     assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Start::Done(Outcome::Continue(_))));
@@ -251,8 +244,8 @@ fn headers_can_be_turned_off_but_retry_after_stays() {
 fn a_rule_whose_key_part_is_absent_does_not_apply() {
     let w = World::new(CONFIG);
     let Start::Wait(p) = w.begin(&FakeRequest::new("GET", "/api/items")) else { panic!() };
-    assert_eq!(p.calls.len(), 1, "only the client_ip rule applies without an x-api-key");
-    assert_eq!(p.calls[0].rules, [2]);
+    assert_eq!(p.decisions.len(), 1, "only the client_ip rule applies without an x-api-key");
+    assert_eq!(p.decisions[0].rules, [2]);
 }
 
 #[test]
@@ -260,9 +253,9 @@ fn a_rule_whose_key_part_is_absent_does_not_apply() {
 fn a_late_or_repeated_reply_is_ignored() {
     let w = World::new(CONFIG);
     let Start::Wait(mut p) = w.begin(&FakeRequest::new("POST", "/login")) else { panic!() };
-    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)]), NOW).is_some());
-    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)]), NOW).is_none());
-    assert!(p.on_reply(&w.env(), 7, Ok(vec![]), NOW).is_none());
+    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)])).is_some());
+    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)])).is_none());
+    assert!(p.on_reply(&w.env(), 7, Ok(vec![])).is_none());
 }
 
 #[test]
@@ -284,8 +277,8 @@ fn a_failing_shard_sends_only_its_clients_to_the_failure_policy() {
         w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), shard_down()]);
     }
     let Start::Wait(p) = w.begin(&api("k1")) else { panic!("the client_ip call still goes") };
-    assert!(p.calls[0].is_waiting());
-    assert!(!p.calls[1].is_waiting(), "k1's slot breaker is open: no call");
+    assert!(p.decisions[0].is_waiting());
+    assert!(!p.decisions[1].is_waiting(), "k1's slot breaker is open: no call");
     let Start::Wait(p) = w.begin(&api("k2")) else { panic!() };
-    assert!(p.calls.iter().all(PlannedCall::is_waiting), "k2's shard is untouched");
+    assert!(p.decisions.iter().all(PlannedDecision::is_waiting), "k2's shard is untouched");
 }

@@ -3,7 +3,6 @@
 
 use super::{Reply, StoreError};
 use crate::config::Transport;
-use crate::decision::Decision;
 
 /// Where a call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +36,7 @@ pub enum Step {
     /// Send `Message` and wait in `Stage`; `reinit` first (redis, NOAUTH).
     Send { stage: Stage, message: Message, reinit: bool },
     /// The call's result.
-    Done(Result<Vec<Decision>, StoreError>),
+    Done(Result<Vec<i64>, StoreError>),
 }
 
 /// Decides the next step of a call in `stage` given its decoded reply.
@@ -45,7 +44,7 @@ pub fn next(transport: Transport, stage: Stage, reply: Result<Reply, StoreError>
     let send = |stage, message, reinit| Step::Send { stage, message, reinit };
     match (reply, stage) {
         (Err(e), _) => Step::Done(Err(e)),
-        (Ok(Reply::Decisions(d)), _) => Step::Done(Ok(d)),
+        (Ok(Reply::Ints(d)), _) => Step::Done(Ok(d)),
         (Ok(Reply::Loaded), Stage::Loading) => send(Stage::Retry, Message::Evalsha, false),
         (Ok(Reply::NoScript), Stage::First | Stage::AfterAuth) => match transport {
             Transport::Webdis => send(Stage::Loading, Message::LoadScript, false),

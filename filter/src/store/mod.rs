@@ -1,13 +1,15 @@
 //! Talking to the store: what a reply can be, and the transports' codecs.
 
+pub mod batcher;
 pub mod flow;
 pub mod resp;
 pub mod stats;
+pub mod transport;
 pub mod webdis;
 
 use std::fmt;
 
-use crate::decision::Decision;
+use crate::config::{Config, ConfigError, Transport};
 
 /// Why a store call gave no decision; the rule's failure policy applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +29,10 @@ pub enum StoreError {
     BreakerOpen,
     /// redis: the host reported a network error (connect, closed, timeout).
     Network,
+    /// The host never answered within the call's timeout (and a grace).
+    Unanswered,
+    /// Too many decisions are already waiting on this worker.
+    Overloaded,
 }
 
 impl fmt::Display for StoreError {
@@ -39,15 +45,17 @@ impl fmt::Display for StoreError {
             StoreError::ScriptMissing => write!(f, "script still missing after loading it"),
             StoreError::BreakerOpen => write!(f, "circuit breaker open"),
             StoreError::Network => write!(f, "redis connection failed or timed out"),
+            StoreError::Unanswered => write!(f, "the host never answered the store call"),
+            StoreError::Overloaded => write!(f, "too many decisions waiting for the store on this worker"),
         }
     }
 }
 
-/// What a decision call returned.
+/// What a store call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// One decision per limit, in call order.
-    Decisions(Vec<Decision>),
+    /// The script's flat integers (see `call::ScriptCall::decode`).
+    Ints(Vec<i64>),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,
     /// redis: the connection lost its authentication: re-initialize once.
@@ -56,18 +64,24 @@ pub enum Reply {
     Loaded,
 }
 
-/// Turns the script's flat integers into `expected` decisions.
-pub fn decisions_from_ints(ints: &[i64], expected: usize) -> Result<Vec<Decision>, StoreError> {
-    if ints.len() != expected * 4 {
-        return Err(StoreError::Malformed("wrong number of values for the limits asked"));
-    }
-    ints.chunks_exact(4)
-        .map(|c| Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or(StoreError::Malformed("impossible decision values")))
-        .collect()
-}
-
 /// A Redis error reply, bounded and made printable for logs.
 pub fn redis_error(msg: &str) -> StoreError {
     let clean: String = msg.chars().take(200).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
     StoreError::Redis(clean)
+}
+
+/// What the store's transport must check of a parsed configuration (the
+/// second phase of loading it).
+pub fn check(config: &Config) -> Result<(), ConfigError> {
+    match config.store.transport {
+        Transport::Webdis => webdis::check_body_bound(config),
+        Transport::Redis => Ok(()),
+    }
+}
+
+/// Parses the configuration, then lets its transport check it.
+pub fn load(bytes: &[u8]) -> Result<Config, ConfigError> {
+    let config = Config::parse(bytes)?;
+    check(&config)?;
+    Ok(config)
 }

@@ -14,6 +14,16 @@ pub struct StoreStats {
     pub evicted_keys: u64,
     /// `maxmemory_policy`.
     pub policy: String,
+    /// `redis_version` (major, minor, patch), when reported.
+    pub version: Option<(u32, u32, u32)>,
+}
+
+/// The oldest Redis the decision script runs on.
+pub const MIN_REDIS: (u32, u32, u32) = (6, 2, 0);
+
+fn parse_version(v: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = v.trim().split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??, parts.next().flatten().unwrap_or(0)))
 }
 
 impl StoreStats {
@@ -30,6 +40,7 @@ impl StoreStats {
                 "maxmemory" => stats.maxmemory = number(),
                 "evicted_keys" => stats.evicted_keys = number(),
                 "maxmemory_policy" => stats.policy = value.chars().take(32).collect(),
+                "redis_version" => stats.version = parse_version(value),
                 _ => continue,
             }
             seen = true;
@@ -41,6 +52,17 @@ impl StoreStats {
     /// i.e. live counters (`allkeys-lru`, `allkeys-lfu`, `allkeys-random`).
     pub fn can_evict_counters(&self) -> bool {
         self.policy.starts_with("allkeys-")
+    }
+
+    /// The warning to log, if the server is older than the script needs.
+    pub fn version_warning(&self) -> Option<String> {
+        let (a, b, c) = self.version?;
+        ((a, b, c) < MIN_REDIS).then(|| {
+            format!(
+                "ratelimit: the store runs Redis {a}.{b}.{c}; this filter needs Redis {}.{}.{} or newer (or Valkey): decisions will fail",
+                MIN_REDIS.0, MIN_REDIS.1, MIN_REDIS.2
+            )
+        })
     }
 
     /// The warning to log, if the policy can evict live counters.
@@ -67,7 +89,13 @@ mod tests {
         let s = StoreStats::parse(INFO).unwrap();
         assert_eq!(
             s,
-            StoreStats { used_memory: 1_048_576, maxmemory: 2_097_152, evicted_keys: 42, policy: "allkeys-lru".into() }
+            StoreStats {
+                used_memory: 1_048_576,
+                maxmemory: 2_097_152,
+                evicted_keys: 42,
+                policy: "allkeys-lru".into(),
+                version: None
+            }
         );
         assert!(s.can_evict_counters());
         assert_eq!(
@@ -82,5 +110,18 @@ mod tests {
         let s = StoreStats::parse("maxmemory_policy:volatile-ttl\r\n").unwrap();
         assert_eq!(s.warning(), None);
         assert_eq!(StoreStats::parse("ERR unknown command"), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_redis_older_than_6_2_is_named_in_one_line() {
+        let old = StoreStats::parse("redis_version:6.0.16\r\n").unwrap();
+        assert_eq!(
+            old.version_warning().unwrap(),
+            "ratelimit: the store runs Redis 6.0.16; this filter needs Redis 6.2.0 or newer (or Valkey): decisions will fail"
+        );
+        assert_eq!(StoreStats::parse("redis_version:6.2.0\r\n").unwrap().version_warning(), None);
+        assert_eq!(StoreStats::parse("redis_version:7.0.15\r\n").unwrap().version_warning(), None);
+        assert_eq!(StoreStats::parse("redis_version:garbage\r\n").unwrap().version_warning(), None);
     }
 }

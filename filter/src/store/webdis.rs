@@ -8,12 +8,12 @@
 //! configurations whose worst-case call would exceed the bound are refused.
 //! Redis errors arrive as HTTP 200 with `[false, "<message>"]`.
 
-use serde_json::Value;
-
-use super::{decisions_from_ints, redis_error, Reply, StoreError};
-use crate::call::{LimitCall, ScriptCall};
-use crate::config::{Config, ConfigError};
+use super::{redis_error, Reply, StoreError};
+use crate::call::ScriptCall;
+use crate::config::{Config, ConfigError, Rule};
 use crate::identity::MAX_IDENTITY;
+use crate::json::{self, Value};
+use crate::model::LimitSpec;
 use crate::percent::encode_into;
 use crate::script::sha1_hex;
 
@@ -69,8 +69,8 @@ pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreErro
     }
 }
 
-/// Decodes the reply to an EVALSHA deciding `limits` limits.
-pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result<Reply, StoreError> {
+/// Decodes the reply to an EVALSHA that should hold `expected` integers.
+pub fn decode_evalsha(status: Option<u32>, body: &[u8], expected: usize) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
         Value::Array(items) => match items.first() {
             Some(Value::Bool(false)) => {
@@ -81,10 +81,10 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result
                     Err(redis_error(msg))
                 }
             }
+            _ if items.len() != expected => Err(StoreError::Malformed("wrong number of values for the limits asked")),
             _ => {
                 let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
-                let ints = ints.ok_or(StoreError::Malformed("non-integer in the decision"))?;
-                decisions_from_ints(&ints, limits).map(Reply::Decisions)
+                ints.map(Reply::Ints).ok_or(StoreError::Malformed("non-integer in the decision"))
             }
         },
         _ => Err(StoreError::Malformed("the decision is not an array")),
@@ -107,23 +107,52 @@ fn decode(status: Option<u32>, body: &[u8], command: &str) -> Result<Value, Stor
         Some(s) => return Err(StoreError::Status(s)),
         None => return Err(StoreError::Malformed("no :status")),
     }
-    let mut doc: Value = serde_json::from_slice(body).map_err(|_| StoreError::Malformed("not JSON"))?;
-    doc.get_mut(command).map(Value::take).ok_or(StoreError::Malformed("reply names another command"))
+    let doc = json::parse(body).map_err(|_| StoreError::Malformed("not JSON"))?;
+    match doc {
+        Value::Object(members) => members
+            .into_iter()
+            .find(|(k, _)| k == command)
+            .map(|(_, v)| v)
+            .ok_or(StoreError::Malformed("reply names another command")),
+        _ => Err(StoreError::Malformed("reply names another command")),
+    }
 }
 
-/// Refuses a configuration whose largest possible call would not fit
-/// webdis's body bound: every rule of one key group matching, the longest
-/// identity, the longest window index.
+/// An upper bound of the bytes one decision adds to an EVALSHA body:
+/// its keys percent-encoded (`{`, `}` and `:` take three bytes; the
+/// identity is already escaped to unreserved bytes) and its arguments, plus
+/// a spec-table entry for each of its limits (the batch may be the first to
+/// use that spec).
+pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)]) -> usize {
+    // Per key: braces and 4 colons encoded, a code, a window and an index of up to 20 digits each.
+    const KEY_EXTRA: usize = 6 * 3 + 2 + 20 + 20 + 2;
+    // Per limit: spec index, op, amount, offset and their slashes; a spec entry.
+    const LIMIT_ARGS: usize = 4 + 3 + 1 + 20 + 20 + 4 * 20;
+    let key = domain.len() + identity.len() + KEY_EXTRA;
+    4 + limits
+        .iter()
+        .map(|(rule, spec)| {
+            let keys = if spec.algorithm == crate::algorithm::Algorithm::SlidingWindow { 2 } else { 1 };
+            keys * (key + rule.len()) + LIMIT_ARGS
+        })
+        .sum::<usize>()
+}
+
+/// Bytes of an EVALSHA body before its decisions: the command, the SHA-1,
+/// the key count, now and the counts.
+pub const BODY_HEAD: usize = 8 + 40 + 4 * 21;
+
+/// Refuses a configuration whose largest decision would not fit webdis's
+/// body bound alone: every rule of one key group matching, the longest
+/// identity. (Batches are split to fit; one decision cannot be.)
 pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
     let identity = "x".repeat(MAX_IDENTITY);
-    let now = 9_999_999_999_999; // 13 digits: ms since the epoch until year 2286
     for group in &config.groups {
-        let mut limits = Vec::new();
+        let mut limits: Vec<(&str, LimitSpec)> = Vec::new();
         for &r in &group.rules {
-            let rule = &config.rules[r];
-            limits.extend(rule.limits.iter().map(|l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost }));
-            let call = ScriptCall::new(&config.domain, &identity, now, &limits);
-            let size = evalsha(&call).body.len();
+            let rule: &Rule = &config.rules[r];
+            limits.extend(rule.limits.iter().map(|l| (rule.name.as_str(), l.spec)));
+            let size = BODY_HEAD + decision_size(&config.domain, &identity, &limits);
             if size > MAX_BODY {
                 return Err(ConfigError::at(
                     &format!("rules[{r}]"),
@@ -141,13 +170,13 @@ pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::decision::Decision;
-    use crate::model::LimitSpec;
+    use crate::call::{DecisionCall, LimitCall, Op};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn call() -> ScriptCall {
         let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
-        ScriptCall::new("rl", "1.2.3.4", 5_000, &[LimitCall { rule: "api", spec, cost: 1 }])
+        let limits = [LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }];
+        ScriptCall::new("rl", 5_000, &[DecisionCall { identity: "1.2.3.4", limits: &limits }])
     }
 
     #[test]
@@ -157,7 +186,7 @@ mod tests {
         let body = String::from_utf8(req.body).unwrap();
         assert_eq!(
             body,
-            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1", sha1_hex())
+            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1/1/1/u/1/0", sha1_hex())
         );
         assert_eq!((req.method, req.path), ("POST", "/"));
     }
@@ -165,16 +194,13 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn decisions_noscript_and_errors_are_told_apart() {
-        let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, 1).unwrap();
-        assert_eq!(
-            ok,
-            Reply::Decisions(vec![Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) }])
-        );
+        let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, 4).unwrap();
+        assert_eq!(ok, Reply::Ints(vec![1, 4, 1000, 0]));
         let noscript = br#"{"EVALSHA":[false,"NOSCRIPT No matching script. Please use EVAL."]}"#;
-        assert_eq!(decode_evalsha(Some(200), noscript, 1), Ok(Reply::NoScript));
+        assert_eq!(decode_evalsha(Some(200), noscript, 4), Ok(Reply::NoScript));
         let err = br#"{"EVALSHA":[false,"ERR ratelimit: limit 1: cost must be a positive integer"]}"#;
         assert_eq!(
-            decode_evalsha(Some(200), err, 1),
+            decode_evalsha(Some(200), err, 4),
             Err(StoreError::Redis("ERR ratelimit: limit 1: cost must be a positive integer".into()))
         );
     }
@@ -182,28 +208,24 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn statuses_and_garbage_are_store_errors() {
-        assert_eq!(decode_evalsha(Some(503), b"upstream connect error", 1), Err(StoreError::Status(503)));
-        assert_eq!(decode_evalsha(Some(504), b"upstream request timeout", 1), Err(StoreError::Status(504)));
-        assert_eq!(decode_evalsha(None, b"", 1), Err(StoreError::Malformed("no :status")));
+        assert_eq!(decode_evalsha(Some(503), b"upstream connect error", 4), Err(StoreError::Status(503)));
+        assert_eq!(decode_evalsha(Some(504), b"upstream request timeout", 4), Err(StoreError::Status(504)));
+        assert_eq!(decode_evalsha(None, b"", 4), Err(StoreError::Malformed("no :status")));
         assert_eq!(decode_evalsha(Some(200), b"{\"EVALSHA\":[1,4", 1), Err(StoreError::Malformed("not JSON")));
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 4),
             Err(StoreError::Malformed("reply names another command"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 4),
             Err(StoreError::Malformed("wrong number of values for the limits asked"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, 4),
             Err(StoreError::Malformed("non-integer in the decision"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[7,4,0,0]}"#, 1),
-            Err(StoreError::Malformed("impossible decision values"))
-        );
-        assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, 4),
             Err(StoreError::Malformed("the decision is not an array"))
         );
     }
@@ -226,5 +248,24 @@ mod tests {
             decode_script_load(Some(200), br#"{"SCRIPT":"0000"}"#),
             Err(StoreError::Malformed("the store hashed the script differently"))
         );
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn decision_size_bounds_the_real_body() {
+        let specs = [
+            LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 9_007_199, window_ms: 999_999_999, burst: 9_007_199 },
+            LimitSpec { algorithm: Algorithm::FixedWindow, limit: 1, window_ms: 86_400_000, burst: 1 },
+        ];
+        let identity = "x".repeat(MAX_IDENTITY);
+        let limits: Vec<LimitCall> = specs
+            .iter()
+            .map(|&spec| LimitCall { rule: "a-long-rule-name", spec, op: Op::Charge(1_000_000_000), offset_ms: Some(86_399_999) })
+            .collect();
+        let decision = DecisionCall { identity: &identity, limits: &limits };
+        let now = 9_999_999_999_999;
+        let one = evalsha(&ScriptCall::new("domain.x", now, &[decision])).body.len();
+        let bound: Vec<(&str, LimitSpec)> = specs.iter().map(|s| ("a-long-rule-name", *s)).collect();
+        assert!(one <= BODY_HEAD + decision_size("domain.x", &identity, &bound), "{one}");
     }
 }

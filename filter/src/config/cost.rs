@@ -1,0 +1,149 @@
+//! `rules[].cost`: what one request consumes, and when that is known.
+//!
+//! - an integer: the same for every request;
+//! - `{"request_header": "x-request-cost", "max": N, "default": D}`: the
+//!   caller says (trusted internal callers), parsed strictly, 1..=max;
+//! - `{"response_header": "x-usage-tokens", ...}` or
+//!   `{"response_body": "usage.total_tokens" | [paths], ...}` with
+//!   `"default": D, "max": N, "reserve": R`: known only after the response
+//!   (LLM token usage): checked at request time, charged afterwards.
+
+use super::error::ConfigError;
+use super::json::{Obj, Result};
+use super::rule::header_name;
+use crate::json::Value;
+
+/// Largest cost a request or a response may report.
+pub const MAX_COST: u64 = 1_000_000_000;
+/// Most body fields summed into one usage.
+pub const MAX_USAGE_FIELDS: usize = 4;
+
+/// Where the usage is read from once the response is there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UsageSource {
+    /// A response header (lower-case name) holding an integer.
+    Header(String),
+    /// JSON field paths in the body (or in the events of a
+    /// `text/event-stream` body), summed.
+    Body(Vec<String>),
+}
+
+/// Where a rule's cost comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cost {
+    /// The same for every request.
+    Fixed(u64),
+    /// A request header: 1..=`max`; `default` when absent.
+    RequestHeader {
+        /// Lower-case header name.
+        name: String,
+        /// Largest cost accepted.
+        max: u64,
+        /// Cost of a request without the header.
+        default: u64,
+    },
+    /// Known after the response: checked at request time (at least
+    /// `reserve` must remain), charged with the reported usage afterwards.
+    Response {
+        /// Where the usage comes from.
+        source: UsageSource,
+        /// Charged when the response reports no (or garbled) usage.
+        default: u64,
+        /// A larger reported usage is charged as this.
+        max: u64,
+        /// Units that must remain for a request to be let through.
+        reserve: u64,
+    },
+}
+
+impl Cost {
+    /// The largest cost one request can consume at request time.
+    pub fn max_at_request(&self) -> u64 {
+        match self {
+            Cost::Fixed(c) => *c,
+            Cost::RequestHeader { max, .. } => *max,
+            Cost::Response { reserve, .. } => *reserve,
+        }
+    }
+
+    /// The largest amount one request can add to a limit in all.
+    pub fn max_units(&self) -> u64 {
+        match self {
+            Cost::Fixed(c) => *c,
+            Cost::RequestHeader { max, .. } | Cost::Response { max, .. } => *max,
+        }
+    }
+
+    /// Whether the cost is known only after the response.
+    pub fn after_response(&self) -> bool {
+        matches!(self, Cost::Response { .. })
+    }
+}
+
+/// Whether `path` is a dotted JSON field path like `usage.total_tokens`.
+fn is_field_path(path: &str) -> bool {
+    !path.is_empty()
+        && path.len() <= 128
+        && path.split('.').all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+}
+
+fn body_paths(v: &Value, path: &str) -> Result<Vec<String>> {
+    const HELP: &str = "must be a JSON field path like \"usage.total_tokens\", or a list of up to 4 to sum";
+    let list: Vec<&Value> = match v {
+        Value::Array(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    if list.is_empty() || list.len() > MAX_USAGE_FIELDS {
+        return Err(ConfigError::at(path, HELP));
+    }
+    list.into_iter()
+        .map(|p| p.as_str().filter(|s| is_field_path(s)).map(str::to_string).ok_or_else(|| ConfigError::at(path, HELP)))
+        .collect()
+}
+
+/// Parses `rules[i].cost`.
+pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
+    let Some(v) = v else { return Ok(Cost::Fixed(1)) };
+    if !matches!(v, Value::Object(_)) {
+        return super::json::uint(v, path, 1, 1_000_000).map(Cost::Fixed);
+    }
+    let o = Obj::new(v, path, &["request_header", "response_header", "response_body", "max", "default", "reserve"])?;
+    let sources = ["request_header", "response_header", "response_body"];
+    let given: Vec<&str> = sources.iter().copied().filter(|f| o.value(f).is_some()).collect();
+    let [source] = given.as_slice() else {
+        return Err(ConfigError::at(
+            path,
+            "must name exactly one of request_header, response_header, response_body (or be an integer)",
+        ));
+    };
+    let header = |field: &str| -> Result<String> {
+        let name = o.required_str(field)?;
+        header_name(name)
+            .filter(|n| !n.starts_with(':'))
+            .ok_or_else(|| ConfigError::at(&o.path_of(field), "is not a valid header name"))
+    };
+    let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
+    if *source == "request_header" {
+        if let Some(field) = ["reserve"].into_iter().find(|f| o.value(f).is_some()) {
+            return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
+        }
+        let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
+        if default > max {
+            return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
+        }
+        return Ok(Cost::RequestHeader { name: header("request_header")?, max, default });
+    }
+    let source = if *source == "response_header" {
+        UsageSource::Header(header("response_header")?)
+    } else {
+        UsageSource::Body(body_paths(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?)
+    };
+    let default = o.uint("default", 0, MAX_COST)?.ok_or_else(|| {
+        ConfigError::at(&o.path_of("default"), "is required: what to charge when the response reports no usage")
+    })?;
+    if default > max {
+        return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
+    }
+    let reserve = o.uint("reserve", 1, MAX_COST)?.unwrap_or(1);
+    Ok(Cost::Response { source, default, max, reserve })
+}

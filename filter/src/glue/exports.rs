@@ -1,0 +1,141 @@
+//! The callbacks the host calls (proxy-wasm ABI 0.2.1). Only those the
+//! filter needs are exported: the host skips the others (no call into the
+//! VM per body chunk, trailer or log line).
+
+use super::abi;
+use super::host::HostRequest;
+use super::vm::{busy, defer, end_context, with_vm, Deferred, Plugin};
+use crate::store::transport::Answer;
+use crate::store::StoreError;
+use crate::worker::Action;
+
+const CONTINUE: u32 = 0;
+const PAUSE: u32 = 1;
+
+/// The most bytes of an answer read while its size bound is unknown
+/// (the state was busy when it arrived).
+const DEFERRED_ANSWER_BYTES: usize = 256 * 1024;
+
+#[no_mangle]
+pub extern "C" fn proxy_on_vm_start(_root: u32, _size: usize) -> u32 {
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
+    if parent == 0 {
+        return;
+    }
+    with_vm(|vm| {
+        if vm.plugins.contains_key(&parent) {
+            vm.streams.insert(context, parent);
+        }
+    });
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
+    let bytes = abi::buffer(abi::PLUGIN_CONFIGURATION, 0, size).ok().flatten().unwrap_or_default();
+    match crate::store::load(&bytes) {
+        Ok(config) => {
+            log::info!(
+                "ratelimit: {} rules, store {} via cluster {}, script {}",
+                config.rules.len(),
+                match config.store.transport {
+                    crate::config::Transport::Webdis => "webdis",
+                    crate::config::Transport::Redis => "redis",
+                },
+                config.store.cluster,
+                crate::script::sha1_hex()
+            );
+            let period = u32::try_from(config.store.stats_interval.ms()).unwrap_or(u32::MAX);
+            let plugin = Plugin::new(root, config);
+            #[cfg(feature = "redis")]
+            if plugin.target.transport == crate::config::Transport::Redis {
+                plugin.redis.init(&plugin.target.cluster);
+            }
+            let _ = abi::set_tick_period(period);
+            u32::from(with_vm(|vm| vm.plugins.insert(root, plugin)).is_some())
+        }
+        Err(e) => {
+            log::error!("ratelimit: configuration refused: {e}");
+            0
+        }
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_tick(root: u32) {
+    defer(Deferred::Tick(root));
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, _end_of_stream: u32) -> u32 {
+    let action = with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        Some(worker.on_request(&host, context, &HostRequest))
+    });
+    match action.flatten() {
+        Some(Action::Pause) => PAUSE,
+        _ => CONTINUE,
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, _end_of_stream: u32) -> u32 {
+    // Busy: this is the response of our own local reply, which carries its headers.
+    let headers = with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        Some(vm.plugins.get_mut(&root)?.worker.on_response_headers(context))
+    });
+    for (name, value) in headers.flatten().unwrap_or_default() {
+        let _ = abi::add_header(abi::RESPONSE_HEADERS, name, &value);
+    }
+    CONTINUE
+}
+
+/// The bytes of an answer of `size` bytes, read only when it is within `max`.
+pub(super) fn read_answer(kind: u32, size: usize, max: usize) -> Result<Vec<u8>, StoreError> {
+    if size > max {
+        return Err(StoreError::Malformed("answer larger than any reply to the call"));
+    }
+    match abi::buffer(kind, 0, size) {
+        Ok(Some(bytes)) if bytes.len() == size => Ok(bytes),
+        Ok(None) if size == 0 => Ok(Vec::new()),
+        Ok(_) => Err(StoreError::Malformed("answer shorter than announced")),
+        Err(_) => Err(StoreError::Malformed("answer body could not be read")),
+    }
+}
+
+/// The size bound of the answer to `token` of plugin `root`.
+pub(super) fn answer_bound(root: u32, token: u32) -> usize {
+    if busy() {
+        return DEFERRED_ANSWER_BYTES;
+    }
+    with_vm(|vm| vm.plugins.get(&root).map(|p| p.worker.max_answer_bytes(token))).flatten().unwrap_or(0)
+}
+
+/// An HTTP call's answer (calls are made from a root context, so `root` is one).
+#[no_mangle]
+pub extern "C" fn proxy_on_http_call_response(root: u32, token: u32, _headers: usize, size: usize, _trailers: usize) {
+    let status = abi::header_value(abi::HTTP_CALL_RESPONSE_HEADERS, ":status")
+        .ok()
+        .flatten()
+        .filter(|s| !s.is_empty() && s.len() <= 3 && s.iter().all(u8::is_ascii_digit))
+        .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u32>().ok());
+    let bound = answer_bound(root, token);
+    let answer = match read_answer(abi::HTTP_CALL_RESPONSE_BODY, size, bound) {
+        Ok(body) => Answer::Http { status, body },
+        Err(e) => Answer::Failed(e),
+    };
+    defer(Deferred::Answer { root, token, answer });
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_delete(context: u32) {
+    if with_vm(|vm| end_context(vm, context)).is_none() {
+        defer(Deferred::Delete(context));
+    }
+}

@@ -1,0 +1,162 @@
+//! The module's state on one VM: its plugins (root contexts, each with its
+//! configuration and worker) and which plugin each stream belongs to.
+//!
+//! Envoy may call back into the module while a callback runs (a local
+//! reply runs the response path at once; an HTTP call can fail before
+//! `proxy_http_call` returns). Such a call finds the state borrowed: what
+//! can wait (answers, stream ends, ticks) is queued and handled as soon as
+//! the outer callback is done; what cannot (a response's headers) passes
+//! unchanged.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+
+use super::host::{now_ms, HostCalls, MetricIds, StoreTarget};
+use crate::config::Config;
+use crate::store::transport::Answer;
+use crate::worker::Worker;
+
+/// One plugin: a root context with a configuration that loaded.
+pub struct Plugin {
+    /// Its root context id.
+    pub root: u32,
+    /// The decisions of its requests.
+    pub worker: Worker,
+    /// Its metric ids.
+    pub metrics: MetricIds,
+    /// Where its store is.
+    pub target: StoreTarget,
+    /// Jitter's random state.
+    pub rng: Cell<u64>,
+    /// The Redis transport's connection state.
+    #[cfg(feature = "redis")]
+    pub redis: super::redis::RedisLink,
+}
+
+impl Plugin {
+    /// A plugin for root `root` running `config`.
+    pub fn new(root: u32, config: Config) -> Plugin {
+        Plugin {
+            root,
+            metrics: MetricIds::define(&config),
+            target: StoreTarget::of(&config),
+            rng: Cell::new(now_ms() ^ (u64::from(root) << 32)),
+            #[cfg(feature = "redis")]
+            redis: super::redis::RedisLink::new(&config.store),
+            worker: Worker::new(config),
+        }
+    }
+
+    /// The worker and the host it calls through, for a callback of `current`.
+    pub fn split(&mut self, current: Option<u32>) -> (&mut Worker, HostCalls<'_>) {
+        let host = HostCalls {
+            root: self.root,
+            current,
+            metrics: &self.metrics,
+            target: &self.target,
+            rng: &self.rng,
+            #[cfg(feature = "redis")]
+            redis: &self.redis,
+        };
+        (&mut self.worker, host)
+    }
+}
+
+/// What waits for the state to be free.
+pub enum Deferred {
+    /// A store answer for plugin `root`.
+    Answer {
+        /// The plugin.
+        root: u32,
+        /// The call.
+        token: u32,
+        /// What came back.
+        answer: Answer,
+    },
+    /// A context ended.
+    Delete(u32),
+    /// A plugin's timer fired.
+    Tick(u32),
+}
+
+/// Everything on this VM.
+#[derive(Default)]
+pub struct Vm {
+    /// Plugins by root context id.
+    pub plugins: HashMap<u32, Plugin>,
+    /// Live streams of our plugins: stream context id -> root context id.
+    pub streams: HashMap<u32, u32>,
+}
+
+thread_local! {
+    static VM: RefCell<Vm> = RefCell::new(Vm::default());
+    static DEFERRED: RefCell<VecDeque<Deferred>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// Runs `f` on the state if no callback holds it; `None` if one does.
+pub fn with_vm<T>(f: impl FnOnce(&mut Vm) -> T) -> Option<T> {
+    let out = VM.with(|vm| vm.try_borrow_mut().ok().map(|mut vm| f(&mut vm)));
+    if out.is_some() {
+        drain();
+    }
+    out
+}
+
+/// Queues `event` for when the state is free (handled at once if it is).
+pub fn defer(event: Deferred) {
+    DEFERRED.with(|d| d.borrow_mut().push_back(event));
+    drain();
+}
+
+/// Whether a callback holds the state now.
+pub fn busy() -> bool {
+    VM.with(|vm| vm.try_borrow_mut().is_err())
+}
+
+/// Handles what was deferred, once the state is free.
+fn drain() {
+    loop {
+        let Some(event) = DEFERRED.with(|d| d.try_borrow_mut().ok().and_then(|mut d| d.pop_front())) else {
+            return;
+        };
+        let handled = VM.with(|vm| {
+            let Ok(mut vm) = vm.try_borrow_mut() else { return Err(event) };
+            handle(&mut vm, event);
+            Ok(())
+        });
+        if let Err(event) = handled {
+            // Still busy: put it back for the outer callback to drain.
+            DEFERRED.with(|d| d.borrow_mut().push_front(event));
+            return;
+        }
+    }
+}
+
+fn handle(vm: &mut Vm, event: Deferred) {
+    match event {
+        Deferred::Answer { root, token, answer } => {
+            if let Some(p) = vm.plugins.get_mut(&root) {
+                let (worker, host) = p.split(None);
+                worker.on_answer(&host, token, answer);
+            }
+        }
+        Deferred::Delete(context) => end_context(vm, context),
+        Deferred::Tick(root) => {
+            if let Some(p) = vm.plugins.get_mut(&root) {
+                let (worker, host) = p.split(None);
+                worker.on_tick(&host);
+            }
+        }
+    }
+}
+
+/// A context ended: a stream's state goes; a root's plugin goes.
+pub fn end_context(vm: &mut Vm, context: u32) {
+    if let Some(root) = vm.streams.remove(&context) {
+        if let Some(p) = vm.plugins.get_mut(&root) {
+            p.worker.on_stream_end(context);
+        }
+    } else {
+        vm.plugins.remove(&context);
+    }
+}

@@ -1,0 +1,27 @@
+//! What a worker needs from the host (Envoy through the glue, a fake in
+//! tests). Every method takes `&self`: the glue's are plain hostcalls.
+
+use crate::metrics::Metrics;
+use crate::response::LocalReply;
+use crate::shared::SharedData;
+use crate::store::transport::Wire;
+use crate::store::StoreError;
+
+/// The host's services.
+pub trait Host: SharedData + Metrics {
+    /// Milliseconds since the epoch.
+    fn now_ms(&self) -> u64;
+    /// A uniformly random number.
+    fn random(&self) -> u64;
+    /// Sends `wire` to the store (from the root context, so a call outlives
+    /// the stream that started it), re-initializing the connection first
+    /// when `reinit` (the Redis transport after NOAUTH); the token its
+    /// answer will come back with.
+    fn send(&self, wire: &Wire, reinit: bool) -> Result<u32, StoreError>;
+    /// Lets the paused request of stream `stream` continue.
+    fn resume(&self, stream: u32);
+    /// Answers the request of stream `stream` with `reply`.
+    fn reply(&self, stream: u32, reply: &LocalReply);
+    /// Logs a warning (already bounded and printable).
+    fn warn(&self, message: &str);
+}

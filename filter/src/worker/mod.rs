@@ -1,0 +1,471 @@
+//! One worker (one VM): its requests waiting for the store, the decisions
+//! queued for a call, the calls in flight, and the store's INFO. Pure and
+//! host-independent: the glue feeds it the host's callbacks and carries
+//! out what it asks through `Host`.
+//!
+//! A decision that arrives when fewer than `max_in_flight` calls are out
+//! goes at once; the others queue and leave together in the next call.
+//! Every call is sent from the root context, so a stream that goes away
+//! takes only its own decisions out of a batch. Every table here is
+//! bounded: the queue by `MAX_QUEUED`, the calls by `max_in_flight` (and
+//! swept when the host never answers), the streams by `MAX_STREAMS`.
+
+mod error_log;
+mod host;
+mod stats;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+pub use error_log::ErrorLog;
+pub use host::Host;
+
+use crate::breaker::{self, Health};
+use crate::call::{DecisionCall, LimitCall, ScriptCall};
+use crate::config::{Config, Transport};
+use crate::decision::Decision;
+use crate::pipeline::{begin, Env, Outcome, Pending, Start};
+use crate::response::Headers;
+use crate::store::batcher::{Batchable, Batcher, Fill};
+use crate::store::flow::{self, Message, Stage, Step};
+use crate::store::transport::{self, Answer};
+use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
+use crate::store::StoreError;
+
+/// Decisions waiting for a call, per worker, at most.
+pub const MAX_QUEUED: usize = 4096;
+/// Streams tracked per worker at most (paused ones, or ones whose response
+/// still needs headers).
+pub const MAX_STREAMS: usize = 65_536;
+/// How long past its timeout a call may stay unanswered before the worker
+/// gives up on it (Envoy answers a timed-out call itself; a host that
+/// never does must not hold memory or requests).
+pub const UNANSWERED_GRACE_MS: u64 = 1_000;
+
+/// What the host does with the request after its headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Let it through now.
+    Continue,
+    /// Hold it: the worker resumes or answers it later (or has answered it).
+    Pause,
+}
+
+/// Whose decision a queued or in-flight entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owner {
+    stream: u32,
+    decision: usize,
+}
+
+/// A decision waiting for a call.
+#[derive(Debug)]
+struct Queued {
+    owner: Owner,
+    slot: u16,
+    size: usize,
+}
+
+impl Batchable for Queued {
+    fn slot(&self) -> u16 {
+        self.slot
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+}
+
+/// A store call in flight.
+#[derive(Debug)]
+struct Flight {
+    owners: Vec<Owner>,
+    slots: Vec<u16>,
+    call: ScriptCall,
+    stage: Stage,
+    /// When the first message went (the call's latency).
+    started_ms: u64,
+    /// When the latest message went (its timeout).
+    sent_ms: u64,
+}
+
+/// A request the worker keeps state for.
+#[derive(Debug)]
+struct StreamState {
+    pending: Option<Pending>,
+    headers: Headers,
+    created_ms: u64,
+}
+
+/// The worker.
+#[derive(Debug)]
+pub struct Worker {
+    config: Config,
+    streams: HashMap<u32, StreamState>,
+    queue: Batcher<Queued>,
+    flights: HashMap<u32, Flight>,
+    info: Option<(u32, u64)>,
+    errors: ErrorLog,
+    stats: stats::StatsWatch,
+    /// The stream whose request callback is running: its outcome is
+    /// returned, not resumed.
+    current: Option<u32>,
+    current_outcome: Option<Outcome>,
+}
+
+impl Worker {
+    /// A worker for `config`.
+    pub fn new(config: Config) -> Worker {
+        Worker {
+            config,
+            streams: HashMap::new(),
+            queue: Batcher::new(MAX_QUEUED),
+            flights: HashMap::new(),
+            info: None,
+            errors: ErrorLog::default(),
+            stats: stats::StatsWatch::default(),
+            current: None,
+            current_outcome: None,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Calls in flight, decisions queued, streams tracked (for tests).
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.flights.len(), self.queue.len(), self.streams.len())
+    }
+
+    fn env<'a, H: Host>(config: &'a Config, host: &'a H) -> Env<'a, H, H> {
+        Env { config, shared: host, metrics: host, random: host.random() }
+    }
+
+    /// A request's headers arrived on stream `stream`.
+    pub fn on_request<H: Host, R: crate::request::RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+    ) -> Action {
+        let now = host.now_ms();
+        self.sweep(host, now);
+        let start = begin(&Self::env(&self.config, host), request, || host.now_ms());
+        let pending = match start {
+            Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
+            Start::Wait(pending) => pending,
+        };
+        let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
+        if self.streams.len() >= MAX_STREAMS {
+            self.forget_old_streams(now);
+        }
+        self.streams.insert(stream, StreamState { pending: Some(pending), headers: Vec::new(), created_ms: now });
+        self.current = Some(stream);
+        for decision in waiting {
+            let owner = Owner { stream, decision };
+            let Some(item) = self.queued(owner) else { continue };
+            if let Err(item) = self.queue.push(item) {
+                self.deliver(host, item.owner, Err(StoreError::Overloaded));
+            }
+        }
+        self.pump(host);
+        self.current = None;
+        match self.current_outcome.take() {
+            Some(outcome) => self.apply_now(host, stream, outcome, now),
+            None => Action::Pause,
+        }
+    }
+
+    /// The queue entry for a decision of a live stream.
+    fn queued(&self, owner: Owner) -> Option<Queued> {
+        let d = self.streams.get(&owner.stream)?.pending.as_ref()?.decisions.get(owner.decision)?;
+        let size = match self.config.store.transport {
+            Transport::Webdis => {
+                let limits: Vec<(&str, _)> = d
+                    .limits
+                    .iter()
+                    .filter_map(|l| {
+                        let rule = self.config.rules.get(l.rule)?;
+                        Some((rule.name.as_str(), rule.limits.get(l.limit)?.spec))
+                    })
+                    .collect();
+                webdis::decision_size(&self.config.domain, &d.identity, &limits)
+            }
+            Transport::Redis => 0,
+        };
+        Some(Queued { owner, slot: d.slot, size })
+    }
+
+    /// Carries out an outcome known inside the request callback.
+    fn apply_now<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) -> Action {
+        match outcome {
+            Outcome::Continue(headers) => {
+                if headers.is_empty() {
+                    self.streams.remove(&stream);
+                } else {
+                    if self.streams.len() >= MAX_STREAMS {
+                        self.forget_old_streams(now);
+                    }
+                    self.streams.insert(stream, StreamState { pending: None, headers, created_ms: now });
+                }
+                Action::Continue
+            }
+            Outcome::Reply(r) => {
+                self.streams.remove(&stream);
+                host.reply(stream, &r);
+                Action::Pause
+            }
+        }
+    }
+
+    /// Sends calls while fewer than the configured number are in flight
+    /// and decisions wait.
+    fn pump<H: Host>(&mut self, host: &H) {
+        let batching = self.config.store.batching;
+        let fill = Fill {
+            max_decisions: batching.max_decisions.get() as usize,
+            one_slot: self.config.store.redis_cluster,
+            max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
+        };
+        while self.flights.len() < batching.max_in_flight.get() as usize && !self.queue.is_empty() {
+            let batch: Vec<Queued> = self.queue.take(fill);
+            let now = host.now_ms();
+            let Some(flight) = self.flight(&batch, now) else { continue };
+            self.send(host, flight, Message::Evalsha, false);
+        }
+    }
+
+    /// The call carrying `batch` at `now` (decisions of streams gone are left out).
+    fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
+        let mut owners = Vec::with_capacity(batch.len());
+        let mut slots: Vec<u16> = Vec::new();
+        let mut limit_calls: Vec<Vec<LimitCall<'_>>> = Vec::with_capacity(batch.len());
+        let mut identities: Vec<&str> = Vec::with_capacity(batch.len());
+        for q in batch {
+            let Some(d) = self
+                .streams
+                .get(&q.owner.stream)
+                .and_then(|s| s.pending.as_ref())
+                .and_then(|p| p.decisions.get(q.owner.decision))
+            else {
+                continue;
+            };
+            let limits: Vec<LimitCall<'_>> = d
+                .limits
+                .iter()
+                .filter_map(|l| {
+                    let rule = self.config.rules.get(l.rule)?;
+                    let spec = rule.limits.get(l.limit)?.spec;
+                    Some(LimitCall { rule: &rule.name, spec, op: l.op, offset_ms: l.offset_ms })
+                })
+                .collect();
+            owners.push(q.owner);
+            if !slots.contains(&d.slot) {
+                slots.push(d.slot);
+            }
+            limit_calls.push(limits);
+            identities.push(&d.identity);
+        }
+        if owners.is_empty() {
+            return None;
+        }
+        let decisions: Vec<DecisionCall<'_>> = identities
+            .iter()
+            .zip(&limit_calls)
+            .map(|(identity, limits)| DecisionCall { identity, limits })
+            .collect();
+        let call = ScriptCall::new(&self.config.domain, now, &decisions);
+        Some(Flight { owners, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
+    }
+
+    /// Sends `message` for `flight`; a call that cannot start fails its
+    /// decisions at once.
+    fn send<H: Host>(&mut self, host: &H, mut flight: Flight, message: Message, reinit: bool) {
+        let wire = transport::encode(self.config.store.transport, message, &flight.call);
+        let sent = match wire {
+            Some(wire) => host.send(&wire, reinit),
+            None => Err(StoreError::Dispatch),
+        };
+        host.store_call(flight.owners.len());
+        match sent {
+            Ok(token) => {
+                flight.sent_ms = host.now_ms();
+                // A token the host reuses while it is in flight: the older call lost its answer.
+                if let Some(old) = self.flights.insert(token, flight) {
+                    self.finish(host, old, Err(StoreError::Unanswered));
+                }
+            }
+            Err(e) => self.finish(host, flight, Err(e)),
+        }
+    }
+
+    /// The store's answer to `token` arrived.
+    pub fn on_answer<H: Host>(&mut self, host: &H, token: u32, answer: Answer) {
+        if self.info.is_some_and(|(t, _)| t == token) {
+            self.info = None;
+            self.on_info(host, transport::decode_info(answer));
+            return;
+        }
+        // An unknown token (answered already, swept, or never ours) is dropped.
+        let Some(mut flight) = self.flights.remove(&token) else { return };
+        let expected = flight.call.reply_len();
+        let reply = transport::decode(flight.stage, answer, expected);
+        match flow::next(self.config.store.transport, flight.stage, reply) {
+            Step::Send { stage, message, reinit } => {
+                flight.stage = stage;
+                self.send(host, flight, message, reinit);
+            }
+            Step::Done(result) => {
+                host.store_latency(host.now_ms().saturating_sub(flight.started_ms));
+                self.finish(host, flight, result);
+            }
+        }
+        self.pump(host);
+    }
+
+    /// How large an answer to `token` may be (decided before reading it).
+    pub fn max_answer_bytes(&self, token: u32) -> usize {
+        if self.info.is_some_and(|(t, _)| t == token) {
+            return transport::max_info_bytes();
+        }
+        self.flights.get(&token).map_or(0, |f| transport::max_answer_bytes(f.call.reply_len()))
+    }
+
+    /// Hands a finished call's result to each of its decisions; the
+    /// breakers count the call once.
+    fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<Vec<i64>, StoreError>) {
+        let now = host.now_ms();
+        let results: Result<Vec<Vec<Decision>>, StoreError> = result.and_then(|ints| flight.call.decode(&ints));
+        let health = Health::of(&results);
+        let breaker = &self.config.store.breaker;
+        match health {
+            Health::StoreDown => breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health),
+            _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
+        }
+        match results {
+            Ok(per_decision) => {
+                for (owner, decisions) in flight.owners.into_iter().zip(per_decision) {
+                    self.deliver(host, owner, Ok(decisions));
+                }
+            }
+            Err(e) => {
+                if let Some(count) = self.errors.record(now) {
+                    host.warn(&format!(
+                        "ratelimit: {e} ({count} store errors on this worker since the last such line)"
+                    ));
+                }
+                for owner in flight.owners {
+                    self.deliver(host, owner, Err(e.clone()));
+                }
+            }
+        }
+    }
+
+    /// Gives one decision its result; carries out the request's outcome
+    /// once all its decisions are in.
+    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<Decision>, StoreError>) {
+        let Some(state) = self.streams.get_mut(&owner.stream) else { return };
+        let Some(pending) = state.pending.as_mut() else { return };
+        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host), owner.decision, result) else {
+            return;
+        };
+        state.pending = None;
+        if self.current == Some(owner.stream) {
+            self.current_outcome = Some(outcome);
+            return;
+        }
+        match outcome {
+            Outcome::Continue(headers) => {
+                if headers.is_empty() {
+                    self.streams.remove(&owner.stream);
+                } else {
+                    state.headers = headers;
+                }
+                host.resume(owner.stream);
+            }
+            Outcome::Reply(r) => {
+                self.streams.remove(&owner.stream);
+                host.reply(owner.stream, &r);
+            }
+        }
+    }
+
+    /// The response's headers arrived: the rate-limit headers to add.
+    pub fn on_response_headers(&mut self, stream: u32) -> Headers {
+        match self.streams.get_mut(&stream) {
+            Some(s) if s.pending.is_none() => {
+                let headers = std::mem::take(&mut s.headers);
+                self.streams.remove(&stream);
+                headers
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stream `stream` is gone: its state and queued decisions go too
+    /// (decisions in a call in flight are dropped when it returns).
+    pub fn on_stream_end(&mut self, stream: u32) {
+        if self.streams.remove(&stream).is_some() {
+            self.queue.remove_where(|q| q.owner.stream == stream);
+        }
+    }
+
+    /// The timer: gives up on calls the host never answered, and asks the
+    /// store for its INFO (one at a time).
+    pub fn on_tick<H: Host>(&mut self, host: &H) {
+        let now = host.now_ms();
+        self.sweep(host, now);
+        if self.info.is_none() {
+            match host.send(&transport::info(self.config.store.transport), false) {
+                Ok(token) => self.info = Some((token, now)),
+                Err(e) => self.on_info(host, Err(e)),
+            }
+        }
+    }
+
+    fn on_info<H: Host>(&mut self, host: &H, info: Result<String, StoreError>) {
+        for line in self.stats.take(host, info) {
+            host.warn(&line);
+        }
+    }
+
+    /// Fails the calls past their timeout and grace, and forgets an INFO
+    /// call the host never answered.
+    fn sweep<H: Host>(&mut self, host: &H, now: u64) {
+        let deadline = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS);
+        if self.info.is_some_and(|(_, started)| now.saturating_sub(started) > deadline) {
+            self.info = None;
+        }
+        let expired: Vec<u32> = self
+            .flights
+            .iter()
+            .filter(|(_, f)| now.saturating_sub(f.sent_ms) > deadline)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in expired {
+            if let Some(flight) = self.flights.remove(&token) {
+                self.finish(host, flight, Err(StoreError::Unanswered));
+            }
+        }
+        if !self.queue.is_empty() {
+            self.pump(host);
+        }
+    }
+
+    /// Forgets streams the host never ended (no callback for a long time).
+    fn forget_old_streams(&mut self, now: u64) {
+        let horizon = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS).saturating_mul(4);
+        let old: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| now.saturating_sub(s.created_ms) > horizon)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in old {
+            self.on_stream_end(id);
+        }
+    }
+}

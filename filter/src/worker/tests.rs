@@ -1,0 +1,350 @@
+use std::cell::{Cell, RefCell};
+
+use super::*;
+use crate::metrics::fake::FakeMetrics;
+use crate::metrics::{Event, Metrics};
+use crate::request::fake::FakeRequest;
+use crate::response::LocalReply;
+use crate::shared::fake::FakeShared;
+use crate::shared::SharedData;
+use crate::store::transport::Wire;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+const NOW: u64 = 1_700_000_000_000;
+
+/// A host that records what the worker asks of it.
+#[derive(Default)]
+struct FakeHost {
+    now: Cell<u64>,
+    shared: FakeShared,
+    metrics: FakeMetrics,
+    next_token: Cell<u32>,
+    sent: RefCell<Vec<(u32, Wire)>>,
+    fail_send: Cell<bool>,
+    resumed: RefCell<Vec<u32>>,
+    replied: RefCell<Vec<(u32, LocalReply)>>,
+    warnings: RefCell<Vec<String>>,
+    calls: Cell<usize>,
+}
+
+impl SharedData for FakeHost {
+    fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+        self.shared.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        self.shared.set(key, value, cas)
+    }
+}
+
+impl Metrics for FakeHost {
+    fn count(&self, rule: usize, event: Event) {
+        self.metrics.count(rule, event);
+    }
+    fn store_call(&self, _decisions: usize) {
+        self.calls.set(self.calls.get() + 1);
+    }
+}
+
+impl Host for FakeHost {
+    fn now_ms(&self) -> u64 {
+        self.now.get()
+    }
+    fn random(&self) -> u64 {
+        0
+    }
+    fn send(&self, wire: &Wire, _reinit: bool) -> Result<u32, StoreError> {
+        if self.fail_send.get() {
+            return Err(StoreError::Dispatch);
+        }
+        let token = self.next_token.get() + 4;
+        self.next_token.set(token);
+        self.sent.borrow_mut().push((token, wire.clone()));
+        Ok(token)
+    }
+    fn resume(&self, stream: u32) {
+        self.resumed.borrow_mut().push(stream);
+    }
+    fn reply(&self, stream: u32, reply: &LocalReply) {
+        self.replied.borrow_mut().push((stream, reply.clone()));
+    }
+    fn warn(&self, message: &str) {
+        self.warnings.borrow_mut().push(message.to_string());
+    }
+}
+
+impl FakeHost {
+    fn new() -> FakeHost {
+        let h = FakeHost::default();
+        h.now.set(NOW);
+        h
+    }
+
+    /// The body of the n-th call sent, as text.
+    fn body(&self, n: usize) -> String {
+        match &self.sent.borrow()[n].1 {
+            Wire::Http { body, .. } => String::from_utf8(body.clone()).unwrap(),
+            Wire::Resp(b) => String::from_utf8(b.clone()).unwrap(),
+        }
+    }
+
+    fn token(&self, n: usize) -> u32 {
+        self.sent.borrow()[n].0
+    }
+
+    /// How many decisions the n-th EVALSHA carries (ARGV after the spec table).
+    fn decisions_in(&self, n: usize) -> usize {
+        let body = self.body(n);
+        let parts: Vec<&str> = body.split('/').collect();
+        let keys: usize = parts[2].parse().unwrap();
+        let argv = &parts[3 + keys..];
+        let specs: usize = argv[1].parse().unwrap();
+        argv[2 + specs * 4].parse().unwrap()
+    }
+}
+
+fn config(extra_store: &str, rules: &str) -> Config {
+    let json = format!(
+        r#"{{"domain":"t","store":{{"cluster":"s","timeout_ms":25{extra_store}}},"rules":[{rules}]}}"#
+    );
+    Config::parse(json.as_bytes()).unwrap()
+}
+
+const API: &str = r#"{"name":"api","match":{"path_prefix":"/api"},"key":["header:x-user"],"limits":[{"algorithm":"fixed_window","limit":3,"window":"1m"}]}"#;
+const LOGIN: &str = r#"{"name":"login","match":{"path_prefix":"/login"},"key":["header:x-user"],"failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":3,"window":"1m"}]}"#;
+
+fn user(path: &str, u: &str) -> FakeRequest {
+    FakeRequest::new("GET", path).with("x-user", u)
+}
+
+/// webdis's answer with these integers.
+fn ints(values: &[i64]) -> Answer {
+    let list: Vec<String> = values.iter().map(i64::to_string).collect();
+    Answer::Http { status: Some(200), body: format!(r#"{{"EVALSHA":[{}]}}"#, list.join(",")).into_bytes() }
+}
+
+const ALLOW: [i64; 4] = [1, 2, 60_000, 0];
+const DENY: [i64; 4] = [0, 0, 60_000, 5_000];
+
+#[test]
+#[wasm_bindgen_test]
+fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config("", API));
+    assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
+    assert_eq!(host.sent.borrow().len(), 1);
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(*host.resumed.borrow(), [2]);
+    let headers = w.on_response_headers(2);
+    assert!(headers.contains(&("x-ratelimit-remaining", "2".to_string())), "{headers:?}");
+    assert_eq!(w.sizes(), (0, 0, 0), "nothing left behind");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn decisions_arriving_while_every_call_is_out_leave_together_in_arrival_order() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":8}"#, API));
+    w.on_request(&host, 2, &user("/api", "a"));
+    w.on_request(&host, 3, &user("/api", "b"));
+    w.on_request(&host, 4, &user("/api", "a"));
+    assert_eq!(host.sent.borrow().len(), 1, "one call in flight: the others wait");
+    assert_eq!(w.sizes(), (1, 2, 3));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(host.sent.borrow().len(), 2);
+    assert_eq!(host.decisions_in(1), 2, "the two waiting decisions share one call");
+    let body = host.body(1);
+    let b = body.find("%7Bb%7D").unwrap();
+    let a = body.find("%7Ba%7D").unwrap();
+    assert!(b < a, "arrival order: b, then a");
+    // b allowed, a (its second request) denied: each request gets its own verdict.
+    let mut both = ALLOW.to_vec();
+    both.extend(DENY);
+    w.on_answer(&host, host.token(1), ints(&both));
+    assert_eq!(*host.resumed.borrow(), [2, 3]);
+    let replied = host.replied.borrow();
+    assert_eq!((replied[0].0, replied[0].1.status), (4, 429));
+    assert_eq!(w.sizes(), (0, 0, 2), "two streams wait for their response headers");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn one_call_carries_at_most_max_decisions() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":2}"#, API));
+    for s in 0..6 {
+        w.on_request(&host, 10 + s, &user("/api", &format!("u{s}")));
+    }
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(host.decisions_in(1), 2);
+    w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(host.decisions_in(2), 2);
+    w.on_answer(&host, host.token(2), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(host.decisions_in(3), 1);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_cluster_call_carries_decisions_of_one_slot_only() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","redis_cluster":true,"batch":{"max_in_flight":1}"#, API));
+    w.on_request(&host, 1, &user("/api", "first"));
+    for (s, u) in [(2, "a"), (3, "b"), (4, "a"), (5, "b")] {
+        w.on_request(&host, s, &user("/api", u));
+    }
+    assert_ne!(crate::keys::cluster_slot("a"), crate::keys::cluster_slot("b"));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(host.decisions_in(1), 2);
+    assert!(!host.body(1).contains("%7Bb%7D"), "a's call holds no key of b");
+    w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(host.decisions_in(2), 2);
+    assert!(!host.body(2).contains("%7Ba%7D"));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn noscript_loads_the_script_and_resends_the_same_batch_once() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    w.on_request(&host, 1, &user("/api", "a"));
+    w.on_request(&host, 2, &user("/api", "b"));
+    w.on_request(&host, 3, &user("/api", "c"));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    let noscript = br#"{"EVALSHA":[false,"NOSCRIPT No matching script. Please use EVAL."]}"#.to_vec();
+    w.on_answer(&host, host.token(1), Answer::Http { status: Some(200), body: noscript });
+    assert!(matches!(&host.sent.borrow()[2].1, Wire::Http { method: "PUT", path: "/SCRIPT/LOAD", .. }));
+    let loaded = format!(r#"{{"SCRIPT":"{}"}}"#, crate::script::sha1_hex()).into_bytes();
+    w.on_answer(&host, host.token(2), Answer::Http { status: Some(200), body: loaded });
+    assert_eq!(host.body(3), host.body(1), "the same batch again");
+    w.on_answer(&host, host.token(3), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(*host.resumed.borrow(), [1, 2, 3]);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_failed_batch_sends_each_decision_to_its_own_rules_policy_and_counts_once() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")));
+    w.on_request(&host, 1, &user("/api", "first"));
+    w.on_request(&host, 2, &user("/api", "a"));
+    w.on_request(&host, 3, &user("/login", "b"));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    w.on_answer(&host, host.token(1), Answer::Http { status: Some(504), body: b"upstream request timeout".to_vec() });
+    assert_eq!(*host.resumed.borrow(), [1, 2], "open: the fallback admits");
+    let replied = host.replied.borrow();
+    assert_eq!((replied[0].0, replied[0].1.status), (3, 503), "closed: 503");
+    assert_eq!(host.metrics.get(0, Event::FallbackAllowed), 1);
+    assert_eq!(host.metrics.get(1, Event::FailClosed), 1);
+    let breaker = host.shared.get("ratelimit.breaker").map(|(b, _)| crate::shared::read_u64s::<4>(&b).unwrap());
+    assert_eq!(breaker.unwrap()[0], 1, "one failed call, one failure");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    w.on_request(&host, 1, &user("/api", "first"));
+    w.on_request(&host, 2, &user("/api", "a"));
+    w.on_request(&host, 3, &user("/api", "b"));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    w.on_stream_end(2);
+    w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(*host.resumed.borrow(), [1, 3]);
+    // Gone while still queued: it never reaches a call.
+    w.on_request(&host, 4, &user("/api", "c"));
+    w.on_request(&host, 5, &user("/api", "d"));
+    w.on_request(&host, 6, &user("/api", "e"));
+    w.on_stream_end(5);
+    w.on_answer(&host, host.token(2), ints(&ALLOW));
+    assert_eq!(host.decisions_in(3), 1);
+    assert!(host.body(3).contains("%7Be%7D"));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_host_that_never_answers_holds_no_request_and_no_memory() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    w.on_request(&host, 1, &user("/api", "a"));
+    w.on_request(&host, 2, &user("/api", "b"));
+    host.now.set(NOW + 25 + UNANSWERED_GRACE_MS);
+    w.on_tick(&host);
+    assert!(host.resumed.borrow().is_empty(), "not before timeout + grace");
+    host.now.set(NOW + 26 + UNANSWERED_GRACE_MS);
+    w.on_tick(&host);
+    assert_eq!(*host.resumed.borrow(), [1], "the unanswered call's decision falls back (open)");
+    // The queued decision went out in its own call when the first was given up.
+    assert_eq!(host.sent.borrow().iter().filter(|(_, w)| matches!(w, Wire::Http { path: "/", .. })).count(), 2);
+    // A late answer to the swept call changes nothing.
+    w.on_answer(&host, host.token(0), ints(&DENY));
+    assert_eq!(host.replied.borrow().len(), 0);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn unknown_tokens_and_answers_of_the_wrong_size_are_harmless() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config("", API));
+    w.on_answer(&host, 12345, ints(&ALLOW));
+    w.on_request(&host, 1, &user("/api", "a"));
+    w.on_answer(&host, host.token(0), ints(&[1, 2, 3]));
+    assert_eq!(*host.resumed.borrow(), [1], "malformed: the open rule's fallback admits");
+    assert_eq!(host.metrics.get(0, Event::StoreError), 1);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_deny_cache_answers_before_anything_is_queued() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config("", API));
+    w.on_request(&host, 1, &user("/api", "a"));
+    w.on_answer(&host, host.token(0), ints(&DENY));
+    assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
+    assert_eq!(host.sent.borrow().len(), 1, "no store call");
+    assert_eq!(host.replied.borrow().len(), 2);
+    assert_eq!(w.sizes(), (0, 0, 0));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
+    let host = FakeHost::new();
+    host.fail_send.set(true);
+    let mut w = Worker::new(config("", LOGIN));
+    assert_eq!(w.on_request(&host, 1, &user("/login", "a")), Action::Pause);
+    assert_eq!(host.replied.borrow()[0].1.status, 503);
+    let mut w = Worker::new(config("", API));
+    assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Continue, "open: the fallback admits now");
+    assert!(host.resumed.borrow().is_empty(), "continued, not resumed");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_queue_is_bounded() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN));
+    for s in 0..(MAX_QUEUED as u32 + 2) {
+        w.on_request(&host, s, &user("/login", &format!("u{s}")));
+    }
+    assert_eq!(w.sizes().1, MAX_QUEUED);
+    assert_eq!(host.replied.borrow().len(), 1, "the one over the bound fails closed at once");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn store_errors_are_logged_once_per_interval_with_a_count() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","circuit_breaker":{"failures":1000}"#, API));
+    for s in 0..5 {
+        w.on_request(&host, s, &user("/api", "a"));
+        w.on_answer(&host, host.token(s as usize), Answer::Http { status: Some(503), body: Vec::new() });
+    }
+    assert_eq!(host.warnings.borrow().len(), 1);
+    host.now.set(NOW + error_log::LOG_INTERVAL_MS);
+    w.on_request(&host, 9, &user("/api", "a"));
+    w.on_answer(&host, host.token(5), Answer::Http { status: Some(503), body: Vec::new() });
+    assert_eq!(
+        host.warnings.borrow()[1],
+        "ratelimit: store answered HTTP 503 (5 store errors on this worker since the last such line)"
+    );
+}
