@@ -74,6 +74,22 @@ impl Cost {
         }
     }
 
+    /// A text that differs whenever the cost's meaning does (for limit
+    /// fingerprints: a changed cost never matches old cached denials).
+    pub fn fingerprint_text(&self) -> String {
+        match self {
+            Cost::Fixed(c) => format!("fixed {c}"),
+            Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
+            Cost::Response { source, default, max, reserve } => {
+                let from = match source {
+                    UsageSource::Header(h) => format!("header {h}"),
+                    UsageSource::Body(paths) => format!("body {}", paths.join(" ")),
+                };
+                format!("response {from} {default} {max} {reserve}")
+            }
+        }
+    }
+
     /// Whether the cost is known only after the response.
     pub fn after_response(&self) -> bool {
         matches!(self, Cost::Response { .. })

@@ -108,11 +108,11 @@ pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     }
 }
 
-/// A number within `min..=max` (fractions allowed).
-pub fn fraction(v: &Value, path: &str, min: f64, max: f64) -> Result<f64> {
+/// A number from 0 to 1 (fractions allowed).
+pub fn fraction(v: &Value, path: &str) -> Result<f64> {
     match v.as_f64() {
-        Some(f) if f >= min && f <= max => Ok(f),
-        _ => Err(ConfigError::at(path, format!("must be a number from {min} to {max}"))),
+        Some(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(ConfigError::at(path, "must be a number from 0 to 1")),
     }
 }
 

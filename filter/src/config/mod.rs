@@ -109,7 +109,7 @@ impl Config {
         };
         let retry_after_jitter_ppm = match o.value("retry_after_jitter") {
             None => 0,
-            Some(v) => (json::fraction(v, "retry_after_jitter", 0.0, 1.0)? * 1e6).round() as u32,
+            Some(v) => (json::fraction(v, "retry_after_jitter")? * 1e6).round() as u32,
         };
         let rule_values = o.array("rules")?.ok_or_else(|| ConfigError::at("rules", "is required"))?;
         if rule_values.is_empty() || rule_values.len() > MAX_RULES {

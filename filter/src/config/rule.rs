@@ -152,7 +152,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     if limit_values.is_empty() || limit_values.len() > MAX_LIMITS_PER_RULE {
         return Err(ConfigError::at(&o.path_of("limits"), format!("must hold 1 to {MAX_LIMITS_PER_RULE} limits")));
     }
-    let cost_id = format!("{cost:?}");
+    let cost_id = cost.fingerprint_text();
     let mut rule = Rule {
         name: name.to_string(),
         matcher,

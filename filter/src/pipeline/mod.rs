@@ -129,7 +129,11 @@ fn part_name(part: &KeyPart) -> String {
         KeyPart::Header(n) => format!("header:{n}"),
         KeyPart::HeaderRaw(n) => format!("header_raw:{n}"),
         KeyPart::Query(n) => format!("query:{n}"),
-        other => format!("{other:?}").to_ascii_lowercase(),
+        KeyPart::ClientIp => "client_ip".into(),
+        KeyPart::Path => "path".into(),
+        KeyPart::Method => "method".into(),
+        KeyPart::Authority => "authority".into(),
+        KeyPart::Literal(t) => format!("literal:{t}"),
     }
 }
 
