@@ -78,6 +78,27 @@ pub fn admit<S: SharedData + ?Sized>(
         .collect()
 }
 
+/// Adds each limit's cost unconditionally: a charge the store could not
+/// take (after the response, nothing can be refused any more), so the
+/// proxy's own fallback share still feels it.
+pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[FallbackLimit], now_ms: u64) {
+    for l in limits {
+        let key = slot_key(l.fingerprint, slots);
+        let index = now_ms / l.window_ms.max(1);
+        for _ in 0..ATTEMPTS {
+            let got = shared.get(&key);
+            let count = match got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)) {
+                Some([fp, i, c]) if fp == l.fingerprint && i == index => c,
+                _ => 0,
+            };
+            let next = write_u64s([l.fingerprint, index, count.saturating_add(l.cost)]);
+            if shared.set(&key, &next, got.map(|(_, cas)| cas)) {
+                break;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +130,16 @@ mod tests {
         let d = admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], 1);
         assert!(d[0].allowed && !d[1].allowed);
         assert_eq!(admit(&shared, SLOTS, &[limit(1, 5)], 2)[0].remaining, 3, "the denied request spent nothing");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_charge_that_failed_at_the_store_spends_the_local_share() {
+        let shared = FakeShared::default();
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 2, ..limit(1, 3) }], 5_000);
+        assert_eq!(admit(&shared, SLOTS, &[limit(1, 3)], 5_001)[0].remaining, 0, "3 - 2 charged - 1 now");
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(1, 3) }], 5_002);
+        assert!(!admit(&shared, SLOTS, &[limit(1, 3)], 5_003)[0].allowed, "in debt until the window ends");
+        assert!(admit(&shared, SLOTS, &[limit(1, 3)], 6_000)[0].allowed);
     }
 }

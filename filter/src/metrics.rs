@@ -21,11 +21,19 @@ pub enum Event {
     FailClosed,
     /// Refused with 400: an ambiguous identity or a malformed cost.
     BadRequest,
+    /// A cost known after the response was charged (or failed to be).
+    Charged,
+    /// Units charged after responses (incremented by the amount).
+    ChargedUnits,
+    /// The response reported no readable usage: the default was charged.
+    UsageMissing,
+    /// A charge failed at the store; it was counted in the local fallback.
+    ChargeFailed,
 }
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 9] = [
+    pub const ALL: [Event; 13] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -35,6 +43,10 @@ impl Event {
         Event::FallbackDenied,
         Event::FailClosed,
         Event::BadRequest,
+        Event::Charged,
+        Event::ChargedUnits,
+        Event::UsageMissing,
+        Event::ChargeFailed,
     ];
 
     /// The metric name's last part.
@@ -49,6 +61,10 @@ impl Event {
             Event::FallbackDenied => "fallback_denied",
             Event::FailClosed => "fail_closed",
             Event::BadRequest => "bad_requests",
+            Event::Charged => "charges",
+            Event::ChargedUnits => "charged_units",
+            Event::UsageMissing => "usage_missing",
+            Event::ChargeFailed => "charge_errors",
         }
     }
 
@@ -62,6 +78,8 @@ impl Event {
 pub trait Metrics {
     /// Counts one `event` of rule number `rule`.
     fn count(&self, rule: usize, event: Event);
+    /// Counts `n` of `event` of rule number `rule` (units charged).
+    fn count_by(&self, rule: usize, event: Event, n: u64);
     /// Counts one store call made, carrying `decisions` decisions.
     fn store_call(&self, _decisions: usize) {}
     /// Records one store call's latency.
@@ -96,7 +114,10 @@ pub(crate) mod fake {
 
     impl Metrics for FakeMetrics {
         fn count(&self, rule: usize, event: Event) {
-            *self.0.borrow_mut().entry((rule, event)).or_insert(0) += 1;
+            self.count_by(rule, event, 1);
+        }
+        fn count_by(&self, rule: usize, event: Event, n: u64) {
+            *self.0.borrow_mut().entry((rule, event)).or_insert(0) += n;
         }
     }
 }

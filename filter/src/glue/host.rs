@@ -111,8 +111,12 @@ impl SharedData for HostCalls<'_> {
 
 impl Metrics for HostCalls<'_> {
     fn count(&self, rule: usize, event: Event) {
+        self.count_by(rule, event, 1);
+    }
+
+    fn count_by(&self, rule: usize, event: Event, n: u64) {
         if let Some(Some(id)) = self.metrics.rules.get(rule).map(|ids| ids[event.index()]) {
-            abi::increment_metric(id, 1);
+            abi::increment_metric(id, i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 

@@ -36,10 +36,28 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
 /// How a request ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Let it through; add these headers to the response.
-    Continue(Headers),
+    /// Let it through; add these headers to the response, and charge these
+    /// costs once the response reports them.
+    Continue(Headers, Vec<Charge>),
     /// Answer it with this.
     Reply(LocalReply),
+}
+
+/// A cost to charge after the response: the usage one rule's limits
+/// counting cost will be charged, for one identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Charge {
+    /// The rule (index into the configuration's rules).
+    pub rule: usize,
+    /// The escaped identity.
+    pub identity: String,
+    /// Its hash slot.
+    pub slot: u16,
+    /// The limits to charge (indices into the rule's limits) and their
+    /// staggered window offsets.
+    pub limits: Vec<(usize, Option<u64>)>,
+    /// The identity's digest (deny cache and fallback fingerprints).
+    pub digest: IdentityDigest,
 }
 
 /// What to do after `begin`.
@@ -222,7 +240,7 @@ where
         }
     }
     if decisions.is_empty() && known.is_empty() {
-        return Start::Done(Outcome::Continue(Vec::new()));
+        return Start::Done(Outcome::Continue(Vec::new(), Vec::new()));
     }
     let now_ms = now();
     let mut pending = Pending { now_ms, decisions, known };
@@ -342,7 +360,31 @@ impl Pending {
         if verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed) {
             return Outcome::Reply(unavailable());
         }
-        Outcome::Continue(response_headers(config, &verdicts, now))
+        let charges = self.charges(config, &verdicts);
+        Outcome::Continue(response_headers(config, &verdicts, now), charges)
+    }
+
+    /// The charges a request let through owes: every allowed rule whose
+    /// cost is known only after the response.
+    fn charges(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Vec<Charge> {
+        let mut out = Vec::new();
+        for d in &self.decisions {
+            for &r in &d.rules {
+                let rule = &config.rules[r];
+                let allowed = verdicts.iter().any(|(v, verdict)| *v == r && matches!(verdict, Verdict::Allowed(_)));
+                if !rule.cost.after_response() || !allowed {
+                    continue;
+                }
+                let limits = d
+                    .limits
+                    .iter()
+                    .filter(|l| l.rule == r && rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost))
+                    .map(|l| (l.limit, l.offset_ms))
+                    .collect();
+                out.push(Charge { rule: r, identity: d.identity.clone(), slot: d.slot, limits, digest: d.digest });
+            }
+        }
+        out
     }
 
     /// The verdict of rule `r` from its decisions; `consumed` tells whether

@@ -13,6 +13,7 @@
 mod error_log;
 mod host;
 mod stats;
+mod usage_watch;
 
 #[cfg(test)]
 mod tests;
@@ -21,13 +22,20 @@ use std::collections::HashMap;
 
 pub use error_log::ErrorLog;
 pub use host::Host;
+pub use usage_watch::{ResponseSource, MAX_USAGE_BODY};
 
 use crate::breaker::{self, Health};
-use crate::call::{DecisionCall, LimitCall, ScriptCall};
-use crate::config::{Config, Transport};
+use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use crate::config::{Config, Cost, Transport, UsageSource};
 use crate::decision::Decision;
-use crate::pipeline::{begin, Env, Outcome, Pending, Start};
+use crate::deny_cache::{DenyCache, DenyEntry};
+use crate::fallback::{self, FallbackLimit};
+use crate::fingerprint::entry_fingerprint;
+use crate::metrics::Event;
+use crate::pipeline::{begin, Charge, Env, Outcome, Pending, Start};
 use crate::response::Headers;
+use crate::usage::UsageFields;
+use usage_watch::{amount, Reported, UsageWatch};
 use crate::store::batcher::{Batchable, Batcher, Fill};
 use crate::store::flow::{self, Message, Stage, Step};
 use crate::store::transport::{self, Answer};
@@ -55,10 +63,22 @@ pub enum Action {
 
 /// Whose decision a queued or in-flight entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Owner {
-    stream: u32,
-    decision: usize,
+enum Owner {
+    /// Decision `decision` of the request of stream `stream`.
+    Stream { stream: u32, decision: usize },
+    /// A charge after a response (it outlives its stream).
+    Charge(u64),
 }
+
+/// A charge on its way to the store.
+#[derive(Debug)]
+struct PendingCharge {
+    charge: Charge,
+    amount: u64,
+}
+
+/// Charges waiting or in flight per worker at most.
+pub const MAX_CHARGES: usize = 4096;
 
 /// A decision waiting for a call.
 #[derive(Debug)]
@@ -95,14 +115,26 @@ struct Flight {
 struct StreamState {
     pending: Option<Pending>,
     headers: Headers,
+    /// Charges waiting for the response to report the usage.
+    usage: Vec<UsageWatch>,
     created_ms: u64,
+}
+
+impl StreamState {
+    fn new(now: u64) -> StreamState {
+        StreamState { pending: None, headers: Vec::new(), usage: Vec::new(), created_ms: now }
+    }
 }
 
 /// The worker.
 #[derive(Debug)]
 pub struct Worker {
     config: Config,
+    /// Per rule: the body fields its usage is read from, if any.
+    usage_fields: Vec<Option<UsageFields>>,
     streams: HashMap<u32, StreamState>,
+    charges: HashMap<u64, PendingCharge>,
+    next_charge: u64,
     queue: Batcher<Queued>,
     flights: HashMap<u32, Flight>,
     info: Option<(u32, u64)>,
@@ -117,9 +149,23 @@ pub struct Worker {
 impl Worker {
     /// A worker for `config`.
     pub fn new(config: Config) -> Worker {
+        let usage_fields = config
+            .rules
+            .iter()
+            .map(|r| match &r.cost {
+                Cost::Response { source: UsageSource::Body(paths), .. } => {
+                    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+                    UsageFields::parse(&paths).ok()
+                }
+                _ => None,
+            })
+            .collect();
         Worker {
             config,
+            usage_fields,
             streams: HashMap::new(),
+            charges: HashMap::new(),
+            next_charge: 0,
             queue: Batcher::new(MAX_QUEUED),
             flights: HashMap::new(),
             info: None,
@@ -160,15 +206,15 @@ impl Worker {
         };
         let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
         if self.streams.len() >= MAX_STREAMS {
-            self.forget_old_streams(now);
+            self.forget_old_streams(host, now);
         }
-        self.streams.insert(stream, StreamState { pending: Some(pending), headers: Vec::new(), created_ms: now });
+        self.streams.insert(stream, StreamState { pending: Some(pending), ..StreamState::new(now) });
         self.current = Some(stream);
         for decision in waiting {
-            let owner = Owner { stream, decision };
+            let owner = Owner::Stream { stream, decision };
             let Some(item) = self.queued(owner) else { continue };
             if let Err(item) = self.queue.push(item) {
-                self.deliver(host, item.owner, Err(StoreError::Overloaded));
+                self.deliver(host, item.owner, Err(StoreError::Overloaded), now);
             }
         }
         self.pump(host);
@@ -179,37 +225,57 @@ impl Worker {
         }
     }
 
-    /// The queue entry for a decision of a live stream.
-    fn queued(&self, owner: Owner) -> Option<Queued> {
-        let d = self.streams.get(&owner.stream)?.pending.as_ref()?.decisions.get(owner.decision)?;
-        let size = match self.config.store.transport {
-            Transport::Webdis => {
-                let limits: Vec<(&str, _)> = d
+    /// The limits of `owner`'s decision (rule, limit, op, offset), its
+    /// identity and slot; `None` when its stream or charge is gone.
+    fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, u16)> {
+        let call = |rule: usize, limit: usize, op: Op, offset_ms: Option<u64>| {
+            let r = self.config.rules.get(rule)?;
+            Some(LimitCall { rule: &r.name, spec: r.limits.get(limit)?.spec, op, offset_ms })
+        };
+        match owner {
+            Owner::Stream { stream, decision } => {
+                let d = self.streams.get(&stream)?.pending.as_ref()?.decisions.get(decision)?;
+                let limits = d.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
+                Some((limits, &d.identity, d.slot))
+            }
+            Owner::Charge(id) => {
+                let c = self.charges.get(&id)?;
+                let limits = c
+                    .charge
                     .limits
                     .iter()
-                    .filter_map(|l| {
-                        let rule = self.config.rules.get(l.rule)?;
-                        Some((rule.name.as_str(), rule.limits.get(l.limit)?.spec))
-                    })
+                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, Op::Charge(c.amount), offset))
                     .collect();
-                webdis::decision_size(&self.config.domain, &d.identity, &limits)
+                Some((limits, &c.charge.identity, c.charge.slot))
+            }
+        }
+    }
+
+    /// The queue entry for a decision whose owner is alive.
+    fn queued(&self, owner: Owner) -> Option<Queued> {
+        let (limits, identity, slot) = self.decision_of(owner)?;
+        let size = match self.config.store.transport {
+            Transport::Webdis => {
+                let specs: Vec<(&str, _)> = limits.iter().map(|l| (l.rule, l.spec)).collect();
+                webdis::decision_size(&self.config.domain, identity, &specs)
             }
             Transport::Redis => 0,
         };
-        Some(Queued { owner, slot: d.slot, size })
+        Some(Queued { owner, slot, size })
     }
 
     /// Carries out an outcome known inside the request callback.
     fn apply_now<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) -> Action {
         match outcome {
-            Outcome::Continue(headers) => {
-                if headers.is_empty() {
+            Outcome::Continue(headers, charges) => {
+                if headers.is_empty() && charges.is_empty() {
                     self.streams.remove(&stream);
                 } else {
                     if self.streams.len() >= MAX_STREAMS {
-                        self.forget_old_streams(now);
+                        self.forget_old_streams(host, now);
                     }
-                    self.streams.insert(stream, StreamState { pending: None, headers, created_ms: now });
+                    let usage = charges.into_iter().map(UsageWatch::new).collect();
+                    self.streams.insert(stream, StreamState { headers, usage, ..StreamState::new(now) });
                 }
                 Action::Continue
             }
@@ -238,45 +304,25 @@ impl Worker {
         }
     }
 
-    /// The call carrying `batch` at `now` (decisions of streams gone are left out).
+    /// The call carrying `batch` at `now` (decisions whose stream or
+    /// charge is gone are left out).
     fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
         let mut owners = Vec::with_capacity(batch.len());
         let mut slots: Vec<u16> = Vec::new();
-        let mut limit_calls: Vec<Vec<LimitCall<'_>>> = Vec::with_capacity(batch.len());
-        let mut identities: Vec<&str> = Vec::with_capacity(batch.len());
+        let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
         for q in batch {
-            let Some(d) = self
-                .streams
-                .get(&q.owner.stream)
-                .and_then(|s| s.pending.as_ref())
-                .and_then(|p| p.decisions.get(q.owner.decision))
-            else {
-                continue;
-            };
-            let limits: Vec<LimitCall<'_>> = d
-                .limits
-                .iter()
-                .filter_map(|l| {
-                    let rule = self.config.rules.get(l.rule)?;
-                    let spec = rule.limits.get(l.limit)?.spec;
-                    Some(LimitCall { rule: &rule.name, spec, op: l.op, offset_ms: l.offset_ms })
-                })
-                .collect();
+            let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
             owners.push(q.owner);
-            if !slots.contains(&d.slot) {
-                slots.push(d.slot);
+            if !slots.contains(&slot) {
+                slots.push(slot);
             }
-            limit_calls.push(limits);
-            identities.push(&d.identity);
+            parts.push((limits, identity));
         }
         if owners.is_empty() {
             return None;
         }
-        let decisions: Vec<DecisionCall<'_>> = identities
-            .iter()
-            .zip(&limit_calls)
-            .map(|(identity, limits)| DecisionCall { identity, limits })
-            .collect();
+        let decisions: Vec<DecisionCall<'_>> =
+            parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
         let call = ScriptCall::new(&self.config.domain, now, &decisions);
         Some(Flight { owners, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
     }
@@ -345,10 +391,11 @@ impl Worker {
             Health::StoreDown => breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health),
             _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
         }
+        let at = flight.sent_ms;
         match results {
             Ok(per_decision) => {
                 for (owner, decisions) in flight.owners.into_iter().zip(per_decision) {
-                    self.deliver(host, owner, Ok(decisions));
+                    self.deliver(host, owner, Ok(decisions), at);
                 }
             }
             Err(e) => {
@@ -358,58 +405,186 @@ impl Worker {
                     ));
                 }
                 for owner in flight.owners {
-                    self.deliver(host, owner, Err(e.clone()));
+                    self.deliver(host, owner, Err(e.clone()), at);
                 }
             }
         }
     }
 
-    /// Gives one decision its result; carries out the request's outcome
-    /// once all its decisions are in.
-    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<Decision>, StoreError>) {
-        let Some(state) = self.streams.get_mut(&owner.stream) else { return };
+    /// Gives one decision its result (`at`: the instant the store decided
+    /// it); carries out the request's outcome once all its decisions are in.
+    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<Decision>, StoreError>, at: u64) {
+        let (stream, decision) = match owner {
+            Owner::Stream { stream, decision } => (stream, decision),
+            Owner::Charge(id) => {
+                if let Some(c) = self.charges.remove(&id) {
+                    self.settle_charge(host, c, result, at);
+                }
+                return;
+            }
+        };
+        let Some(state) = self.streams.get_mut(&stream) else { return };
         let Some(pending) = state.pending.as_mut() else { return };
-        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host), owner.decision, result) else {
+        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host), decision, result) else {
             return;
         };
         state.pending = None;
-        if self.current == Some(owner.stream) {
+        if self.current == Some(stream) {
             self.current_outcome = Some(outcome);
             return;
         }
         match outcome {
-            Outcome::Continue(headers) => {
-                if headers.is_empty() {
-                    self.streams.remove(&owner.stream);
+            Outcome::Continue(headers, charges) => {
+                if headers.is_empty() && charges.is_empty() {
+                    self.streams.remove(&stream);
                 } else {
                     state.headers = headers;
+                    state.usage = charges.into_iter().map(UsageWatch::new).collect();
                 }
-                host.resume(owner.stream);
+                host.resume(stream);
             }
             Outcome::Reply(r) => {
-                self.streams.remove(&owner.stream);
-                host.reply(owner.stream, &r);
+                self.streams.remove(&stream);
+                host.reply(stream, &r);
+            }
+        }
+    }
+
+    /// Queues a charge of `reported` usage (nothing when it comes to 0).
+    fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
+        let Some(rule) = self.config.rules.get(charge.rule) else { return };
+        let units = amount(&rule.cost, reported);
+        host.count(charge.rule, Event::Charged);
+        if reported == Reported::Missing {
+            host.count(charge.rule, Event::UsageMissing);
+        }
+        if units == 0 || charge.limits.is_empty() {
+            return;
+        }
+        host.count_by(charge.rule, Event::ChargedUnits, units);
+        let id = self.next_charge;
+        self.next_charge = self.next_charge.wrapping_add(1);
+        let now = host.now_ms();
+        let pending = PendingCharge { charge, amount: units };
+        if self.charges.len() >= MAX_CHARGES {
+            self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
+            return;
+        }
+        self.charges.insert(id, pending);
+        let queued = self.queued(Owner::Charge(id)).map(|q| self.queue.push(q));
+        if let Some(Err(q)) = queued {
+            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
+        }
+        self.pump(host);
+    }
+
+    /// A charge's result: a client now out of budget is remembered in the
+    /// deny cache until the debt is repaid; a charge the store could not
+    /// take spends the proxy's local fallback share (the response is gone:
+    /// nothing can be refused, whatever the rule's failure policy).
+    fn settle_charge<H: Host>(&mut self, host: &H, c: PendingCharge, result: Result<Vec<Decision>, StoreError>, at: u64) {
+        let config = &self.config;
+        let Some(rule) = config.rules.get(c.charge.rule) else { return };
+        match result {
+            Ok(decisions) => {
+                if !config.deny_cache.enabled {
+                    return;
+                }
+                let cache = DenyCache::new(host, config.deny_cache.slots);
+                for (&(limit, _), d) in c.charge.limits.iter().zip(&decisions) {
+                    let (Some(l), false, Some(retry)) = (rule.limits.get(limit), d.allowed, d.retry_after_ms) else {
+                        continue;
+                    };
+                    if retry > 0 {
+                        let entry = DenyEntry {
+                            deny_until_ms: at.saturating_add(retry),
+                            reset_at_ms: at.saturating_add(d.reset_ms),
+                            remaining: d.remaining,
+                        };
+                        cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
+                    }
+                }
+            }
+            Err(_) => {
+                host.count(c.charge.rule, Event::ChargeFailed);
+                let limits: Vec<FallbackLimit> = c
+                    .charge
+                    .limits
+                    .iter()
+                    .filter_map(|&(limit, _)| rule.limits.get(limit))
+                    .map(|l| FallbackLimit {
+                        fingerprint: entry_fingerprint(l.fingerprint, &c.charge.digest),
+                        share: l.spec.limit / rule.fleet_size.get(),
+                        window_ms: l.spec.window_ms,
+                        cost: c.amount,
+                    })
+                    .collect();
+                fallback::charge(host, config.deny_cache.slots, &limits, host.now_ms());
             }
         }
     }
 
     /// The response's headers arrived: the rate-limit headers to add.
-    pub fn on_response_headers(&mut self, stream: u32) -> Headers {
-        match self.streams.get_mut(&stream) {
-            Some(s) if s.pending.is_none() => {
-                let headers = std::mem::take(&mut s.headers);
-                self.streams.remove(&stream);
-                headers
+    /// Charges whose usage is in a header are made now; those reading the
+    /// body wait for it.
+    pub fn on_response_headers<H: Host, R: ResponseSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        response: &R,
+        end_of_stream: bool,
+    ) -> Headers {
+        let Some(state) = self.streams.get_mut(&stream).filter(|s| s.pending.is_none()) else { return Vec::new() };
+        let headers = std::mem::take(&mut state.headers);
+        let mut due = Vec::new();
+        for mut watch in std::mem::take(&mut state.usage) {
+            let fields = self.usage_fields.get(watch.charge.rule).and_then(Option::as_ref);
+            match watch.on_headers(&self.config, fields, response, end_of_stream) {
+                Some(reported) => due.push((watch.charge, reported)),
+                None => state.usage.push(watch),
             }
-            _ => Vec::new(),
+        }
+        if state.usage.is_empty() {
+            self.streams.remove(&stream);
+        }
+        for (charge, reported) in due {
+            self.submit_charge(host, charge, reported);
+        }
+        headers
+    }
+
+    /// Whether stream `stream`'s response body is being read for usage.
+    pub fn reads_body(&self, stream: u32) -> bool {
+        self.streams.get(&stream).is_some_and(|s| s.usage.iter().any(UsageWatch::reads_body))
+    }
+
+    /// A chunk of the response body passed.
+    pub fn on_response_body<H: Host>(&mut self, host: &H, stream: u32, chunk: &[u8], end_of_stream: bool) {
+        let Some(state) = self.streams.get_mut(&stream) else { return };
+        let mut due = Vec::new();
+        for mut watch in std::mem::take(&mut state.usage) {
+            match watch.on_body(chunk, end_of_stream) {
+                Some(reported) => due.push((watch.charge, reported)),
+                None => state.usage.push(watch),
+            }
+        }
+        if state.usage.is_empty() && state.pending.is_none() && state.headers.is_empty() {
+            self.streams.remove(&stream);
+        }
+        for (charge, reported) in due {
+            self.submit_charge(host, charge, reported);
         }
     }
 
     /// Stream `stream` is gone: its state and queued decisions go too
-    /// (decisions in a call in flight are dropped when it returns).
-    pub fn on_stream_end(&mut self, stream: u32) {
-        if self.streams.remove(&stream).is_some() {
-            self.queue.remove_where(|q| q.owner.stream == stream);
+    /// (decisions in a call in flight are dropped when it returns). A
+    /// charge whose usage never arrived (the stream was reset) is charged
+    /// its default.
+    pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
+        let Some(state) = self.streams.remove(&stream) else { return };
+        self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
+        for watch in state.usage {
+            self.submit_charge(host, watch.charge, Reported::Missing);
         }
     }
 
@@ -456,7 +631,7 @@ impl Worker {
     }
 
     /// Forgets streams the host never ended (no callback for a long time).
-    fn forget_old_streams(&mut self, now: u64) {
+    fn forget_old_streams<H: Host>(&mut self, host: &H, now: u64) {
         let horizon = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS).saturating_mul(4);
         let old: Vec<u32> = self
             .streams
@@ -465,7 +640,7 @@ impl Worker {
             .map(|(id, _)| *id)
             .collect();
         for id in old {
-            self.on_stream_end(id);
+            self.on_stream_end(host, id);
         }
     }
 }

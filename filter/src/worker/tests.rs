@@ -40,6 +40,9 @@ impl Metrics for FakeHost {
     fn count(&self, rule: usize, event: Event) {
         self.metrics.count(rule, event);
     }
+    fn count_by(&self, rule: usize, event: Event, n: u64) {
+        self.metrics.count_by(rule, event, n);
+    }
     fn store_call(&self, _decisions: usize) {
         self.calls.set(self.calls.get() + 1);
     }
