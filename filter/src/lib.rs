@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod model;
 pub mod percent;
 pub mod pipeline;
+pub mod ratelimit_fields;
 pub mod request;
 pub mod response;
 pub mod script;
