@@ -27,6 +27,7 @@ pub mod response;
 pub mod script;
 pub mod shared;
 pub mod store;
+pub mod usage;
 
 // The host glue exists only in the shipped module, not in unit-test builds.
 #[cfg(all(target_arch = "wasm32", not(test)))]

@@ -15,7 +15,7 @@ pub fn retry_after_with_jitter(retry_ms: u64, fraction_ppm: u32, random: u64) ->
     let bound = u128::from(retry_ms) * u128::from(fraction_ppm) / 1_000_000;
     // (bound + 1) <= 2^64 keeps the product below 2^128.
     let span = bound.min(u128::from(u64::MAX - 1)) + 1;
-    let extra = u128::from(random) * span >> 64;
+    let extra = (u128::from(random) * span) >> 64;
     let seconds = (u128::from(retry_ms) + extra).div_ceil(1000);
     u64::try_from(seconds).unwrap_or(u64::MAX).max(1)
 }
