@@ -22,12 +22,14 @@ pub mod metrics;
 pub mod model;
 pub mod percent;
 pub mod pipeline;
+pub mod ratelimit_fields;
 pub mod request;
 pub mod response;
 pub mod script;
 pub mod shared;
 pub mod store;
 pub mod time;
+pub mod usage;
 pub mod worker;
 
 // The host glue exists only in the shipped module, not in unit-test builds.

@@ -3,7 +3,7 @@
 //! VM per body chunk, trailer or log line).
 
 use super::abi;
-use super::host::HostRequest;
+use super::host::{HostRequest, HostResponse};
 use super::vm::{busy, defer, end_context, with_vm, Deferred, Plugin};
 use crate::store::transport::Answer;
 use crate::store::StoreError;
@@ -84,15 +84,35 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, _end_o
 }
 
 #[no_mangle]
-pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, _end_of_stream: u32) -> u32 {
+pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_of_stream: u32) -> u32 {
     // Busy: this is the response of our own local reply, which carries its headers.
     let headers = with_vm(|vm| {
         let root = *vm.streams.get(&context)?;
-        Some(vm.plugins.get_mut(&root)?.worker.on_response_headers(context))
+        let (worker, host) = vm.plugins.get_mut(&root)?.split(Some(context));
+        Some(worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0))
     });
     for (name, value) in headers.flatten().unwrap_or_default() {
         let _ = abi::add_header(abi::RESPONSE_HEADERS, name, &value);
     }
+    CONTINUE
+}
+
+/// A chunk of the response body: read only while a charge waits for the
+/// usage in it; it always passes on unchanged.
+#[no_mangle]
+pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_stream: u32) -> u32 {
+    with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let (worker, host) = vm.plugins.get_mut(&root)?.split(Some(context));
+        if !worker.reads_body(context) {
+            return None;
+        }
+        // A chunk the host cannot hand over reads as nothing: the usage
+        // then comes out missing or garbled, and the default is charged.
+        let chunk = abi::buffer(abi::RESPONSE_BODY, 0, size).ok().flatten().unwrap_or_default();
+        worker.on_response_body(&host, context, &chunk, end_of_stream != 0);
+        Some(())
+    });
     CONTINUE
 }
 

@@ -12,7 +12,7 @@ use crate::shared::SharedData;
 use crate::store::stats::StoreStats;
 use crate::store::transport::Wire;
 use crate::store::StoreError;
-use crate::worker::Host;
+use crate::worker::{Host, ResponseSource};
 
 /// Metric ids defined at configure time; a host without metrics
 /// (NGINX-wasm) leaves them out and counting is off.
@@ -216,5 +216,14 @@ impl RequestSource for HostRequest {
 
     fn source_address(&self) -> Option<Vec<u8>> {
         abi::property(&["source", "address"]).ok().flatten()
+    }
+}
+
+/// The current response, read through hostcalls on demand.
+pub struct HostResponse;
+
+impl ResponseSource for HostResponse {
+    fn header(&self, name: &str) -> Option<Vec<u8>> {
+        abi::header_value(abi::RESPONSE_HEADERS, name).ok().flatten()
     }
 }

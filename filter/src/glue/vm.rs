@@ -154,7 +154,8 @@ fn handle(vm: &mut Vm, event: Deferred) {
 pub fn end_context(vm: &mut Vm, context: u32) {
     if let Some(root) = vm.streams.remove(&context) {
         if let Some(p) = vm.plugins.get_mut(&root) {
-            p.worker.on_stream_end(context);
+            let (worker, host) = p.split(None);
+            worker.on_stream_end(&host, context);
         }
     } else {
         vm.plugins.remove(&context);

@@ -75,7 +75,7 @@ fn api(key: &str) -> FakeRequest {
 
 fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
     let headers = match o {
-        Outcome::Continue(h) => h,
+        Outcome::Continue(h, _) => h,
         Outcome::Reply(r) => &r.headers,
     };
     headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
@@ -86,7 +86,7 @@ fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
 fn a_request_no_rule_matches_passes_untouched() {
     let w = World::new(CONFIG);
     assert!(
-        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Start::Done(Outcome::Continue(h)) if h.is_empty())
+        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Start::Done(Outcome::Continue(h, _)) if h.is_empty())
     );
 }
 
@@ -116,7 +116,7 @@ fn allowed_requests_carry_the_most_restrictive_limits_headers() {
             ("ratelimit-limit", "10".into()),
             ("ratelimit-remaining", "9".into()),
             ("ratelimit-reset", "60".into()),
-        ])
+        ], vec![])
     );
     assert_eq!(w.metrics.get(1, Event::Allowed), 1);
     assert_eq!(w.metrics.get(2, Event::Allowed), 1);
@@ -164,7 +164,7 @@ fn store_failure_fails_open_through_the_fallback_share() {
     // api: sliding 10/min with fleet_size 2 -> 5 per window on this proxy.
     let mut admitted = 0;
     for _ in 0..8 {
-        if let Outcome::Continue(_) = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), err()]) {
+        if let Outcome::Continue(..) = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), err()]) {
             admitted += 1;
         }
     }
@@ -219,10 +219,10 @@ fn three_failures_open_the_breaker_and_requests_stop_calling_the_store() {
 fn shadow_rules_count_would_be_denials_and_never_reject() {
     let w = World::new(CONFIG);
     let out = w.run(&FakeRequest::new("GET", "/watch"), &[Ok(vec![deny(0, 30_000, 30_000)])]);
-    assert_eq!(out, Outcome::Continue(vec![]), "a shadow rule shows nothing unless asked");
+    assert_eq!(out, Outcome::Continue(vec![], vec![]), "a shadow rule shows nothing unless asked");
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 1);
     // The cached would-be denial is counted again without a call.
-    assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Start::Done(Outcome::Continue(_))));
+    assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Start::Done(Outcome::Continue(..))));
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 2);
     assert_eq!(w.metrics.get(4, Event::DenyCacheHit), 1);
 }
@@ -232,7 +232,7 @@ fn shadow_rules_count_would_be_denials_and_never_reject() {
 fn headers_can_be_turned_off_but_retry_after_stays() {
     let w = World::new(&CONFIG.replace(r#""store""#, r#""response_headers":false,"store""#));
     let ok = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![allow(9, 60_000), allow(99, 1000), allow(99, 10)])]);
-    assert_eq!(ok, Outcome::Continue(vec![]));
+    assert_eq!(ok, Outcome::Continue(vec![], vec![]));
     let Outcome::Reply(r) = w.run(&FakeRequest::new("POST", "/login"), &[Ok(vec![deny(0, 10, 1_001)])]) else {
         panic!()
     };
@@ -263,7 +263,7 @@ fn a_late_or_repeated_reply_is_ignored() {
 fn a_reply_with_too_few_decisions_never_panics() {
     let w = World::new(CONFIG);
     let out = w.run(&api("k1"), &[Ok(vec![]), Ok(vec![allow(1, 1)])]);
-    assert!(matches!(out, Outcome::Continue(_)));
+    assert!(matches!(out, Outcome::Continue(..)));
 }
 
 #[test]

@@ -105,6 +105,15 @@ impl FakeHost {
     }
 }
 
+/// A response without headers.
+struct NoHeaders;
+
+impl ResponseSource for NoHeaders {
+    fn header(&self, _name: &str) -> Option<Vec<u8>> {
+        None
+    }
+}
+
 fn config(extra_store: &str, rules: &str) -> Config {
     let json = format!(
         r#"{{"domain":"t","store":{{"cluster":"s","timeout_ms":25{extra_store}}},"rules":[{rules}]}}"#
@@ -137,7 +146,7 @@ fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
     assert_eq!(host.sent.borrow().len(), 1);
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(*host.resumed.borrow(), [2]);
-    let headers = w.on_response_headers(2);
+    let headers = w.on_response_headers(&host, 2, &NoHeaders, false);
     assert!(headers.contains(&("x-ratelimit-remaining", "2".to_string())), "{headers:?}");
     assert_eq!(w.sizes(), (0, 0, 0), "nothing left behind");
 }
@@ -250,14 +259,14 @@ fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/api", "b"));
     w.on_answer(&host, host.token(0), ints(&ALLOW));
-    w.on_stream_end(2);
+    w.on_stream_end(&host, 2);
     w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
     assert_eq!(*host.resumed.borrow(), [1, 3]);
     // Gone while still queued: it never reaches a call.
     w.on_request(&host, 4, &user("/api", "c"));
     w.on_request(&host, 5, &user("/api", "d"));
     w.on_request(&host, 6, &user("/api", "e"));
-    w.on_stream_end(5);
+    w.on_stream_end(&host, 5);
     w.on_answer(&host, host.token(2), ints(&ALLOW));
     assert_eq!(host.decisions_in(3), 1);
     assert!(host.body(3).contains("%7Be%7D"));
