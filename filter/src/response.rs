@@ -1,6 +1,7 @@
 //! What the client sees: rate-limit headers, the 429 and the 503.
 
 use crate::decision::Decision;
+use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
 
 /// One limit's outcome as the headers describe it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,6 +10,20 @@ pub struct Shown {
     pub limit: u64,
     /// The decision.
     pub decision: Decision,
+    /// Which limit of which rule, for whom (the IETF fields name it).
+    pub policy: Option<PolicyRef>,
+}
+
+/// Which configured limit a shown outcome is, and the client's partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PolicyRef {
+    /// The rule (index into the configuration's rules).
+    pub rule: usize,
+    /// The limit (index into the rule's limits).
+    pub limit: usize,
+    /// The client's partition key (a digest of its identity), when the
+    /// rule sends the IETF fields.
+    pub partition: Option<PartitionKey>,
 }
 
 /// A response the filter sends itself.
@@ -68,14 +83,6 @@ pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     ]
 }
 
-/// Retry-After with a random extra of up to `jitter_ppm` millionths of the
-/// wait (`random` uniform over u64), never earlier than the exact wait.
-fn retry_after_jittered(d: &Decision, random: u64, jitter_ppm: u32) -> u64 {
-    let exact = d.retry_after_ms.unwrap_or(d.reset_ms);
-    let span = u128::from(exact) * u128::from(jitter_ppm) / 1_000_000;
-    let extra = (u128::from(random) * (span + 1)) >> 64;
-    ceil_seconds(exact.saturating_add(u64::try_from(extra).unwrap_or(u64::MAX))).max(1)
-}
 
 /// The 429 for a request `rule` denied; `random` and `jitter_ppm` spread
 /// Retry-After (0: exact).
@@ -87,7 +94,7 @@ pub fn too_many_requests(
     random: u64,
     jitter_ppm: u32,
 ) -> LocalReply {
-    let retry = retry_after_jittered(&s.decision, random, jitter_ppm);
+    let retry = retry_after_with_jitter(s.decision.retry_after_ms.unwrap_or(s.decision.reset_ms), jitter_ppm, random);
     let mut headers = vec![("content-type", "application/json".to_string()), ("retry-after", retry.to_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
@@ -125,7 +132,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
-        Shown { limit: 5, decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) } }
+        Shown { limit: 5, decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) }, policy: None }
     }
 
     #[test]

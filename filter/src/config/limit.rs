@@ -32,6 +32,8 @@ pub struct Limit {
     /// fixed_window only: each client's windows start at its own offset,
     /// so resets do not all fire on one instant.
     pub staggered: bool,
+    /// Its name in the IETF `RateLimit-Policy` field (`<rule>/<window>`).
+    pub policy: String,
     /// Identifies this limit with these exact parameters (and the rule's
     /// domain, name and cost): a changed limit never matches old entries of
     /// the deny cache or the fallback buckets.
@@ -104,5 +106,5 @@ pub fn parse_limit(v: &Value, path: &str, fingerprint_parts: &[&[u8]]) -> Result
     let mut parts: Vec<&[u8]> = fingerprint_parts.to_vec();
     parts.push(algorithm.code().as_bytes());
     parts.push(&bytes);
-    Ok(Limit { spec, counts, staggered, fingerprint: fingerprint(&parts) })
+    Ok(Limit { spec, counts, staggered, policy: String::new(), fingerprint: fingerprint(&parts) })
 }

@@ -9,6 +9,7 @@ use super::json::{Obj, Result};
 use super::limit::{parse_limit, Counts, Limit, MAX_EXACT};
 use crate::algorithm::Algorithm;
 use crate::json::{printable, Value};
+use crate::ratelimit_fields::policy_name;
 
 /// Limits per rule.
 pub const MAX_LIMITS_PER_RULE: usize = 16;
@@ -174,6 +175,12 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         }
         check_limit(&rule, &limit, i, &o, path)?;
         rule.limits.push(limit);
+    }
+    // Policy names: the window, and the algorithm too where two limits share a window.
+    let windows: Vec<(u64, &'static str)> = rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
+    for (l, (window, algorithm)) in rule.limits.iter_mut().zip(&windows) {
+        let shared = windows.iter().filter(|(w, _)| w == window).count() > 1;
+        l.policy = policy_name(&rule.name, *window, shared.then_some(*algorithm));
     }
     Ok(rule)
 }

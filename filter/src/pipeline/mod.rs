@@ -14,10 +14,8 @@ use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
 use crate::request::{one_member, OneValue, Request, RequestSource};
-use crate::response::{
-    bad_request, most_restrictive, rate_limit_headers, shadow_headers, too_many_requests, unavailable, Headers,
-    LocalReply, Shown,
-};
+use crate::ratelimit_fields::PartitionKey;
+use crate::response::{bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown};
 use crate::shared::SharedData;
 use crate::store::StoreError;
 
@@ -96,6 +94,8 @@ pub struct PlannedDecision {
     pub slot: u16,
     /// The identity's digest, for deny-cache and fallback fingerprints.
     digest: IdentityDigest,
+    /// Its partition key, when a rule of it sends the IETF fields.
+    partition: Option<PartitionKey>,
     result: Option<Result<Vec<Decision>, StoreError>>,
 }
 
@@ -118,10 +118,22 @@ pub struct Pending {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Verdict {
+    /// Every limit admitted the request.
     Allowed(Vec<Shown>),
+    /// A limit denied it (every limit's outcome, the denied among them).
     Denied(Vec<Shown>),
     FailClosed,
     Unenforced,
+}
+
+impl Verdict {
+    /// The limits' outcomes, if the verdict has any.
+    fn shown(&self) -> &[Shown] {
+        match self {
+            Verdict::Allowed(s) | Verdict::Denied(s) => s,
+            _ => &[],
+        }
+    }
 }
 
 /// The offset of a staggered fixed window for one client: stable, spread
@@ -189,6 +201,8 @@ where
             }
         };
         let digest = IdentityDigest::of(&identity);
+        let ietf = group.rules.iter().any(|&r| config.rules[r].headers.unwrap_or(config.headers).ietf);
+        let partition = ietf.then(|| PartitionKey::of(&identity));
         let mut rules = Vec::new();
         let mut limits = Vec::new();
         for r in matched {
@@ -205,19 +219,13 @@ where
                 },
                 other => other.max_at_request(),
             };
-            let cached = if config.deny_cache.enabled { cached_denial(&cache, rule, &digest, now()) } else { None };
+            let cached =
+                if config.deny_cache.enabled { cached_denial(&cache, r, rule, &digest, partition, now()) } else { None };
             if let Some(shown) = cached {
                 env.metrics.count(r, Event::DenyCacheHit);
                 if !rule.shadow {
                     env.metrics.count(r, Event::Denied);
-                    return Start::Done(Outcome::Reply(too_many_requests(
-                        &rule.name,
-                        &shown,
-                        now(),
-                        config.headers.legacy,
-                        env.random,
-                        config.retry_after_jitter_ppm,
-                    )));
+                    return Start::Done(Outcome::Reply(denial(config, r, &shown, &[shown], now(), env.random)));
                 }
                 env.metrics.count(r, Event::ShadowDenied);
                 known.push((r, Verdict::Denied(vec![shown])));
@@ -236,7 +244,7 @@ where
         }
         if !rules.is_empty() {
             let slot = cluster_slot(&identity);
-            decisions.push(PlannedDecision { rules, identity, limits, slot, digest, result: None });
+            decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, result: None });
         }
     }
     if decisions.is_empty() && known.is_empty() {
@@ -262,11 +270,13 @@ where
 /// The cached denial of any of `rule`'s limits for `identity`, if one is in force.
 fn cached_denial<S: SharedData + ?Sized>(
     cache: &DenyCache<'_, S>,
+    r: usize,
     rule: &Rule,
     identity: &IdentityDigest,
+    partition: Option<PartitionKey>,
     now_ms: u64,
 ) -> Option<Shown> {
-    rule.limits.iter().find_map(|l| {
+    rule.limits.iter().enumerate().find_map(|(i, l)| {
         let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now_ms)?;
         Some(Shown {
             limit: l.spec.limit,
@@ -276,8 +286,21 @@ fn cached_denial<S: SharedData + ?Sized>(
                 reset_ms: e.reset_at_ms.saturating_sub(now_ms),
                 retry_after_ms: Some(e.deny_until_ms - now_ms),
             },
+            policy: Some(PolicyRef { rule: r, limit: i, partition }),
         })
     })
+}
+
+/// The 429 of rule `r` denying `worst`, with the fields its style asks
+/// for (`all`: every limit that applied, for `RateLimit-Policy`).
+fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, random: u64) -> LocalReply {
+    let rule = &config.rules[r];
+    let style = rule.headers.unwrap_or(config.headers);
+    let mut reply = too_many_requests(&rule.name, worst, now, style.legacy, random, config.retry_after_jitter_ppm);
+    if style.ietf {
+        reply.headers.extend(ietf_fields(config, all, worst));
+    }
+    reply
 }
 
 impl Pending {
@@ -321,7 +344,7 @@ impl Pending {
                         let rule = &config.rules[r];
                         let (mine, tail) = rest.split_at(rule.limits.len().min(rest.len()));
                         rest = tail;
-                        verdicts.push((r, self.store_verdict(env, r, &d.digest, mine, consumed)));
+                        verdicts.push((r, self.store_verdict(env, r, d, mine, consumed)));
                     }
                 }
                 Some(Err(e)) => {
@@ -329,7 +352,7 @@ impl Pending {
                         if *e != StoreError::BreakerOpen {
                             env.metrics.count(r, Event::StoreError);
                         }
-                        verdicts.push((r, self.failure_verdict(env, r, &d.digest)));
+                        verdicts.push((r, self.failure_verdict(env, r, d)));
                     }
                 }
                 // finish runs once every decision has its result.
@@ -346,16 +369,12 @@ impl Pending {
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
             .max_by_key(|(_, s)| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms));
         if let Some((r, shown)) = worst {
-            let rule = &config.rules[r];
-            let legacy = rule.headers.unwrap_or(config.headers).legacy;
-            return Outcome::Reply(too_many_requests(
-                &rule.name,
-                &shown,
-                now,
-                legacy,
-                env.random,
-                config.retry_after_jitter_ppm,
-            ));
+            let all: Vec<Shown> = verdicts
+                .iter()
+                .filter(|(r, _)| !config.rules[*r].shadow)
+                .flat_map(|(_, v)| v.shown().iter().copied())
+                .collect();
+            return Outcome::Reply(denial(config, r, &shown, &all, now, env.random));
         }
         if verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed) {
             return Outcome::Reply(unavailable());
@@ -394,7 +413,7 @@ impl Pending {
         &self,
         env: &Env<'_, S, M>,
         r: usize,
-        identity: &IdentityDigest,
+        d: &PlannedDecision,
         decisions: &[Decision],
         consumed: bool,
     ) -> Verdict
@@ -404,8 +423,18 @@ impl Pending {
     {
         let config = env.config;
         let rule = &config.rules[r];
-        let shown: Vec<Shown> =
-            rule.limits.iter().zip(decisions).map(|(l, d)| Shown { limit: l.spec.limit, decision: *d }).collect();
+        let identity = &d.digest;
+        let shown: Vec<Shown> = rule
+            .limits
+            .iter()
+            .zip(decisions)
+            .enumerate()
+            .map(|(i, (l, decision))| Shown {
+                limit: l.spec.limit,
+                decision: *decision,
+                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
+            })
+            .collect();
         if shown.iter().all(|s| s.decision.allowed) {
             if consumed {
                 env.metrics.count(r, Event::Allowed);
@@ -431,10 +460,10 @@ impl Pending {
             }
         }
         env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
-        Verdict::Denied(shown.into_iter().filter(|s| !s.decision.allowed).collect())
+        Verdict::Denied(shown)
     }
 
-    fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, identity: &IdentityDigest) -> Verdict
+    fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
@@ -452,58 +481,35 @@ impl Pending {
             .limits
             .iter()
             .map(|l| FallbackLimit {
-                fingerprint: entry_fingerprint(l.fingerprint, identity),
+                fingerprint: entry_fingerprint(l.fingerprint, &d.digest),
                 share: l.spec.limit / rule.fleet_size.get(),
                 window_ms: l.spec.window_ms,
                 cost: rule.request_amount(l),
             })
             .collect();
         let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
-        let shown: Vec<Shown> =
-            limits.iter().zip(decisions).map(|(l, d)| Shown { limit: l.share, decision: d }).collect();
+        let shown: Vec<Shown> = limits
+            .iter()
+            .zip(decisions)
+            .enumerate()
+            .map(|(i, (l, decision))| Shown {
+                limit: l.share,
+                decision,
+                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
+            })
+            .collect();
         if shown.iter().all(|s| s.decision.allowed) {
             env.metrics.count(r, Event::FallbackAllowed);
             Verdict::Allowed(shown)
         } else {
             env.metrics.count(r, Event::FallbackDenied);
-            Verdict::Denied(shown.into_iter().filter(|s| !s.decision.allowed).collect())
+            Verdict::Denied(shown)
         }
     }
 }
 
-/// The rate-limit fields of a response let through: the most restrictive
-/// limit of the enforced rules (in the style of its rule), and, for shadow
-/// rules that ask for it, what the client would have seen, as
-/// `X-RateLimit-Shadow-*`.
-fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], now: u64) -> Headers {
-    let shown = |shadow: bool| -> Vec<(usize, Shown)> {
-        verdicts
-            .iter()
-            .filter(|(r, _)| config.rules[*r].shadow == shadow && (!shadow || config.rules[*r].shadow_headers))
-            .flat_map(|(r, v)| {
-                let s: &[Shown] = match v {
-                    Verdict::Allowed(s) | Verdict::Denied(s) => s,
-                    _ => &[],
-                };
-                s.iter().map(move |s| (*r, *s))
-            })
-            .collect()
-    };
-    let mut headers = Headers::new();
-    let enforced = shown(false);
-    let all: Vec<Shown> = enforced.iter().map(|(_, s)| *s).collect();
-    if let Some(s) = most_restrictive(&all) {
-        let r = enforced.iter().find(|(_, x)| *x == s).map_or(0, |(r, _)| *r);
-        if config.rules.get(r).and_then(|rule| rule.headers).unwrap_or(config.headers).legacy {
-            headers.extend(rate_limit_headers(&s, now));
-        }
-    }
-    let watched: Vec<Shown> = shown(true).into_iter().map(|(_, s)| s).collect();
-    if let Some(s) = most_restrictive(&watched) {
-        headers.extend(shadow_headers(&s, now));
-    }
-    headers
-}
-
+mod headers;
 #[cfg(test)]
 mod tests;
+
+use headers::{ietf_fields, response_headers};

@@ -282,3 +282,143 @@ fn a_failing_shard_sends_only_its_clients_to_the_failure_policy() {
     let Start::Wait(p) = w.begin(&api("k2")) else { panic!() };
     assert!(p.decisions.iter().all(PlannedDecision::is_waiting), "k2's shard is untouched");
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_key_header_with_two_different_values_is_refused_with_400() {
+    let w = World::new(CONFIG);
+    for req in [
+        api("fresh").with("x-api-key", "spent"),
+        FakeRequest::new("GET", "/api/items").with("x-api-key", "fresh, spent"),
+    ] {
+        let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("expected a 400") };
+        assert_eq!(r.status, 400);
+        assert_eq!(
+            r.body,
+            r#"{"error":"ambiguous_identity","rule":"api","detail":"header:x-api-key has several different values"}"#
+        );
+    }
+    assert_eq!(w.metrics.get(1, Event::BadRequest), 2);
+    assert!(matches!(w.begin(&api("k1").with("x-api-key", "k1")), Start::Wait(_)), "the same key twice is one key");
+}
+
+const COSTS: &str = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
+  {"name":"llm","match":{"path_prefix":"/v1/"},"key":["header:x-api-key"],
+   "cost":{"response_body":"usage.total_tokens","default":100,"reserve":5},
+   "limits":[{"limit":60,"window":"1m","counts":"requests"},{"algorithm":"token_bucket","limit":1000,"window":"1h"}]},
+  {"name":"internal","match":{"path_prefix":"/batch"},"key":["header:x-api-key"],"cost":{"request_header":"x-cost","max":50},
+   "limits":[{"algorithm":"fixed_window","limit":100,"window":"1m","staggered":true}]}]}"#;
+
+#[test]
+#[wasm_bindgen_test]
+fn a_cost_known_after_the_response_is_checked_at_request_time_and_charged_after() {
+    let w = World::new(COSTS);
+    let req = FakeRequest::new("POST", "/v1/chat").with("x-api-key", "k");
+    let Start::Wait(p) = w.begin(&req) else { panic!() };
+    let ops: Vec<Op> = p.decisions[0].limits.iter().map(|l| l.op).collect();
+    assert_eq!(ops, [Op::Use(1), Op::Check(5)], "requests consumed now, tokens checked against the reserve");
+    let out = w.run(&req, &[Ok(vec![allow(59, 1000), allow(995, 18_000)])]);
+    let Outcome::Continue(_, charges) = out else { panic!("let through") };
+    assert_eq!(charges.len(), 1);
+    assert_eq!((charges[0].rule, charges[0].identity.as_str(), charges[0].limits.as_slice()), (0, "k", &[(1, None)][..]));
+    // Denied at the check: no charge is owed.
+    let out = w.run(&req, &[Ok(vec![allow(58, 1000), deny(3, 18_000, 2_000)])]);
+    assert!(matches!(out, Outcome::Reply(ref r) if r.status == 429));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_request_cost_header_is_read_strictly() {
+    let w = World::new(COSTS);
+    let batch = |cost: Option<&str>| {
+        let req = FakeRequest::new("POST", "/batch").with("x-api-key", "k");
+        w.begin(&match cost {
+            Some(c) => req.with("x-cost", c),
+            None => req,
+        })
+    };
+    let Start::Wait(p) = batch(Some("7")) else { panic!() };
+    assert_eq!(p.decisions[0].limits[0].op, Op::Use(7));
+    let Start::Wait(p) = batch(None) else { panic!() };
+    assert_eq!(p.decisions[0].limits[0].op, Op::Use(1), "absent: the default");
+    for bad in ["0", "51", "-1", "1.5", "x", "", "7, 8", "99999999999999999999"] {
+        let Start::Done(Outcome::Reply(r)) = batch(Some(bad)) else { panic!("{bad:?} accepted") };
+        assert_eq!(r.status, 400, "{bad:?}");
+        assert_eq!(
+            r.body,
+            r#"{"error":"bad_request_cost","rule":"internal","detail":"x-cost must be one integer from 1 to 50"}"#
+        );
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn staggered_windows_have_a_stable_offset_per_client_spread_over_the_window() {
+    let w = World::new(COSTS);
+    let offset = |key: &str| {
+        let req = FakeRequest::new("POST", "/batch").with("x-api-key", key);
+        let Start::Wait(p) = w.begin(&req) else { panic!() };
+        p.decisions[0].limits[0].offset_ms.unwrap()
+    };
+    assert_eq!(offset("a"), offset("a"));
+    let offsets: Vec<u64> = (0..1000).map(|i| offset(&format!("client{i}"))).collect();
+    assert!(offsets.iter().all(|&o| o < 60_000));
+    // Spread: every tenth of the window holds some clients.
+    for tenth in 0..10 {
+        assert!(offsets.iter().any(|&o| o / 6_000 == tenth), "no client resets in tenth {tenth}");
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_shadow_rule_asked_to_shows_its_headers_under_other_names() {
+    let w = World::new(&CONFIG.replace(r#""shadow":true,"#, r#""shadow":true,"shadow_headers":true,"#));
+    let out = w.run(&FakeRequest::new("GET", "/watch"), &[Ok(vec![deny(0, 30_000, 30_000)])]);
+    assert_eq!(
+        out,
+        Outcome::Continue(
+            vec![
+                ("x-ratelimit-shadow-limit", "1".into()),
+                ("x-ratelimit-shadow-remaining", "0".into()),
+                ("x-ratelimit-shadow-reset", "1700000030".into()),
+            ],
+            vec![]
+        )
+    );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_ietf_fields_name_every_limit_and_the_state_of_the_most_restrictive() {
+    let w = World::new(&CONFIG.replace(r#""store""#, r#""response_headers":"ietf","store""#));
+    let out = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![allow(9, 60_000), allow(99, 1000), allow(99, 10)])]);
+    let pk = crate::ratelimit_fields::PartitionKey::of("k1");
+    let b64 = |pk: crate::ratelimit_fields::PartitionKey| {
+        let mut s = String::new();
+        crate::ratelimit_fields::state_field("x", 0, 0, Some(pk)).split(";pk=").nth(1).unwrap().clone_into(&mut s);
+        s
+    };
+    let Outcome::Continue(h, _) = &out else { panic!() };
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert_eq!(header(&out, "ratelimit"), Some(format!(r#""api/1m";r=9;t=60;pk={}"#, b64(pk)).as_str()));
+    let policy = header(&out, "ratelimit-policy").unwrap();
+    assert!(policy.contains(r#""api/1m";q=10;w=60;pk="#), "{policy}");
+    assert!(policy.contains(r#""api/1d";q=100;w=86400"#), "{policy}");
+    assert!(policy.contains(r#""api-ip/1s";q=50;w=1;pk="#), "{policy}");
+    assert!(!policy.contains("k1"), "never the raw identity");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn retry_after_jitter_is_never_earlier_than_the_exact_wait() {
+    let w = World::new(&CONFIG.replace(r#""store""#, r#""retry_after_jitter":0.5,"store""#));
+    let req = FakeRequest::new("POST", "/login");
+    let mut pending = match w.begin(&req) {
+        Start::Wait(p) => p,
+        _ => panic!(),
+    };
+    let env = Env { random: u64::MAX, ..w.env() };
+    let Some(Outcome::Reply(r)) = pending.on_reply(&env, 0, Ok(vec![deny(0, 10_000, 10_000)])) else { panic!() };
+    assert_eq!(r.headers.iter().find(|(n, _)| *n == "retry-after").map(|(_, v)| v.as_str()), Some("15"));
+    assert_eq!(r.headers.iter().find(|(n, _)| *n == "x-ratelimit-reset").map(|(_, v)| v.as_str()), Some("1700000010"), "the reset stays exact");
+}
