@@ -38,11 +38,22 @@ impl Stack {
         Stack::launch(None, concurrency)
     }
 
+    /// Starts everything with this plugin configuration in front of the
+    /// upstream on `upstream` (instead of the example one).
+    pub fn start_with_upstream(plugin_config: &str, upstream: u16) -> Stack {
+        Stack::launch_to(Some(plugin_config), 2, Some(upstream))
+            .unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log))
+    }
+
     fn launch(plugin_config: Option<&str>, concurrency: u32) -> Result<Stack, EnvoyFailed> {
+        Stack::launch_to(plugin_config, concurrency, None)
+    }
+
+    fn launch_to(plugin_config: Option<&str>, concurrency: u32, upstream: Option<u16>) -> Result<Stack, EnvoyFailed> {
         let redis = RedisServer::start();
         let webdis = Webdis::start(redis.port);
         let backend = Backend::start();
-        let envoy = start_from_template(backend.port, webdis.port, plugin_config, concurrency)?;
+        let envoy = start_from_template(upstream.unwrap_or(backend.port), webdis.port, plugin_config, concurrency)?;
         Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
     }
 

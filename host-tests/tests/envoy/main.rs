@@ -11,7 +11,9 @@ mod deny_cache;
 mod envoy_config;
 mod eviction;
 mod failure;
+mod hostile;
 mod identities;
+mod tokens;
 
 /// A plugin configuration with `rules` (a JSON array body) and a short
 /// breaker, calling webdis through the template's store cluster.

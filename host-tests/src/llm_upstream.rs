@@ -1,0 +1,171 @@
+//! An upstream that speaks like an LLM API (OpenAI's JSON and Server-Sent
+//! Events formats), told by request headers what to answer, so the tests
+//! know exactly what usage each response reports:
+//!
+//! - `x-usage: <n>` the usage to report (`usage.total_tokens`), or
+//!   `missing` (no usage object) or `garbled` (a body that is not JSON);
+//! - `x-usage-header: <n>` also send `x-usage-tokens: <n>`;
+//! - `x-stream: <events>` answer `text/event-stream` with that many
+//!   `data:` events (chunked), the usage in the last one, then `[DONE]`;
+//! - `x-pad-bytes: <n>` each event (or the JSON body) carries `n` bytes of
+//!   content;
+//! - `x-delay-ms: <n>` wait before answering;
+//! - `x-reset-after: <events>` close the connection after that many events.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A running upstream; stops accepting when dropped.
+pub struct LlmUpstream {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Requests served.
+    pub served: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl LlmUpstream {
+    /// Starts listening on a free loopback port.
+    pub fn start() -> LlmUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (served.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Ok(conn) = conn {
+                    let s = s.clone();
+                    std::thread::spawn(move || serve(conn, &s));
+                }
+            }
+        });
+        LlmUpstream { port, served, stop }
+    }
+}
+
+impl Drop for LlmUpstream {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+/// What a request asked for.
+#[derive(Default)]
+struct Ask {
+    usage: Option<String>,
+    usage_header: Option<String>,
+    events: Option<usize>,
+    pad: usize,
+    delay_ms: u64,
+    reset_after: Option<usize>,
+}
+
+/// Reads one request's head and body; `None` when the connection ends.
+fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
+    let mut ask = Ask::default();
+    let mut length = 0usize;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        let Some((name, value)) = line.split_once(':') else { continue };
+        let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_string());
+        match name.as_str() {
+            "content-length" => length = value.parse().unwrap_or(0),
+            "x-usage" => ask.usage = Some(value),
+            "x-usage-header" => ask.usage_header = Some(value),
+            "x-stream" => ask.events = value.parse().ok(),
+            "x-pad-bytes" => ask.pad = value.parse().unwrap_or(0),
+            "x-delay-ms" => ask.delay_ms = value.parse().unwrap_or(0),
+            "x-reset-after" => ask.reset_after = value.parse().ok(),
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(ask)
+}
+
+fn usage_json(usage: &Option<String>) -> String {
+    match usage.as_deref() {
+        None | Some("missing") => String::new(),
+        Some(n) => format!(r#","usage":{{"prompt_tokens":1,"completion_tokens":{n},"total_tokens":{n}}}"#),
+    }
+}
+
+fn serve(conn: TcpStream, served: &AtomicU64) {
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    let mut w = conn;
+    while let Some(ask) = read_ask(&mut reader) {
+        served.fetch_add(1, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(ask.delay_ms));
+        let extra = ask.usage_header.as_ref().map(|n| format!("x-usage-tokens: {n}\r\n")).unwrap_or_default();
+        let pad = "x".repeat(ask.pad);
+        let ok = match ask.events {
+            None => {
+                let body = if ask.usage.as_deref() == Some("garbled") {
+                    format!(r#"{{"id":"c1","choices":[{{"message":{{"content":"{pad}"#)
+                } else {
+                    format!(
+                        r#"{{"id":"c1","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{pad}"}}}}]{}}}"#,
+                        usage_json(&ask.usage)
+                    )
+                };
+                w.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .is_ok()
+            }
+            Some(events) => stream(&mut w, &ask, events, &extra, &pad),
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn chunk(w: &mut TcpStream, data: &str) -> bool {
+    w.write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes()).is_ok()
+}
+
+/// An SSE answer: `events` content deltas, the last with the usage (OpenAI
+/// `stream_options.include_usage`: `"usage":null` before), then `[DONE]`.
+fn stream(w: &mut TcpStream, ask: &Ask, events: usize, extra: &str, pad: &str) -> bool {
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n{extra}transfer-encoding: chunked\r\n\r\n"
+    );
+    if w.write_all(head.as_bytes()).is_err() {
+        return false;
+    }
+    for i in 0..events {
+        if ask.reset_after == Some(i) {
+            let _ = w.shutdown(std::net::Shutdown::Both);
+            return false;
+        }
+        let usage = if i + 1 == events { usage_json(&ask.usage) } else { r#","usage":null"#.to_string() };
+        let data = format!(
+            "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{pad}\"}}}}]{usage}}}\n\n"
+        );
+        if !chunk(w, &data) {
+            return false;
+        }
+    }
+    chunk(w, "data: [DONE]\n\n") && w.write_all(b"0\r\n\r\n").is_ok()
+}

@@ -1,0 +1,262 @@
+//! Token budgets on real Envoy and Redis, with an upstream that answers
+//! like an LLM API: usage read from the JSON body, from a Server-Sent
+//! Events stream and from a header, charged after the response.
+
+use std::time::{Duration, Instant};
+
+use host_tests::envoy::start_from_template;
+use host_tests::http::{agent, send, Answer};
+use host_tests::llm_upstream::LlmUpstream;
+use host_tests::stack::Stack;
+
+/// One rule keyed by `x-api-key`: `limits` (JSON), the cost from `cost` (JSON).
+fn config(cost: &str, limits: &str, mode: &str) -> String {
+    format!(
+        r#"{{"domain":"t","store":{{"transport":"webdis","cluster":"ratelimit_store","authority":"webdis","timeout_ms":1000,
+            "circuit_breaker":{{"failures":1000,"open":"1s"}}}},"rules":[
+          {{"name":"llm","match":{{"path_prefix":"/v1/"}},"key":["header:x-api-key"],"failure_mode":"{mode}",
+            "cost":{cost},"limits":[{limits}]}}]}}"#
+    )
+}
+
+const BODY: &str = r#"{"response_body":"usage.total_tokens","default":50,"max":100000}"#;
+const HOUR_TOKENS: &str = r#"{"algorithm":"fixed_window","limit":100000,"window":"1h"}"#;
+
+fn chat(stack: &Stack, key: &str, extra: &[(&str, &str)]) -> Answer {
+    chat_at(stack.envoy.port, key, extra)
+}
+
+/// The same through the Envoy listening on `port`.
+fn chat_at(port: u16, key: &str, extra: &[(&str, &str)]) -> Answer {
+    let mut headers = vec![("x-api-key", key)];
+    headers.extend_from_slice(extra);
+    send(&agent(Duration::from_secs(60)), "POST", &format!("http://127.0.0.1:{port}/v1/chat/completions"), &headers)
+}
+
+/// Sends a slow request (answered after 1.5 s), stops Redis while the
+/// upstream works on it, and returns its answer: the check passed with the
+/// store up, the charge finds it gone.
+fn slow_request_losing_the_store(stack: &mut Stack, key: &str, usage: &str) -> Answer {
+    let port = stack.envoy.port;
+    let redis = &mut stack.redis;
+    std::thread::scope(|s| {
+        let t = s.spawn(move || chat_at(port, key, &[("x-usage", usage), ("x-delay-ms", "1500")]));
+        std::thread::sleep(Duration::from_millis(500));
+        redis.process.stop();
+        t.join().unwrap()
+    })
+}
+
+/// The fixed-window token count of `key` in Redis (0 if none yet).
+fn charged(stack: &Stack, key: &str) -> u64 {
+    let mut c = stack.redis.connect();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{key}}}:llm:fw:*")).query(&mut c).unwrap();
+    keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
+}
+
+/// Waits until `key`'s count is `want` (charges land after the response).
+fn wait_charged(stack: &Stack, key: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = charged(stack, key);
+        if got == want {
+            return;
+        }
+        assert!(got < want, "{key}: charged {got}, more than {want}");
+        assert!(Instant::now() < deadline, "{key}: charged {got}, never {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_usage_each_response_reports_is_charged_exactly() {
+    let upstream = LlmUpstream::start();
+    let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
+    for _ in 0..5 {
+        let a = chat(&stack, "json", &[("x-usage", "123")]);
+        assert_eq!(a.status, 200);
+        assert!(a.body.contains(r#""total_tokens":123"#), "the body passes unchanged: {}", a.body);
+    }
+    wait_charged(&stack, "json", 5 * 123);
+    for _ in 0..5 {
+        let a = chat(&stack, "sse", &[("x-usage", "77"), ("x-stream", "100")]);
+        assert_eq!(a.status, 200);
+        assert_eq!(a.body.matches("data: ").count(), 101, "every event and [DONE] pass");
+    }
+    wait_charged(&stack, "sse", 5 * 77);
+    // A response without usage, or with a body that is not JSON: the default.
+    chat(&stack, "missing", &[("x-usage", "missing")]);
+    chat(&stack, "missing", &[("x-usage", "garbled")]);
+    chat(&stack, "missing", &[("x-usage", "missing"), ("x-stream", "3")]);
+    wait_charged(&stack, "missing", 3 * 50);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.usage_missing"), 3);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charges"), 13);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charged_units"), 5 * 123 + 5 * 77 + 3 * 50);
+}
+
+#[test]
+fn usage_from_a_response_header_is_charged() {
+    let upstream = LlmUpstream::start();
+    let cost = r#"{"response_header":"x-usage-tokens","default":9,"max":1000}"#;
+    let stack = Stack::start_with_upstream(&config(cost, HOUR_TOKENS, "open"), upstream.port);
+    chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "40")]);
+    chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "99999")]);
+    chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "4x")]);
+    wait_charged(&stack, "h", 40 + 1000 + 9);
+}
+
+#[test]
+fn a_spent_budget_denies_with_the_tokens_remaining_until_the_debt_is_repaid() {
+    let upstream = LlmUpstream::start();
+    let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
+    let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
+    for (remaining, charged_after) in [("1000", 400), ("600", 800), ("200", 1200)] {
+        let a = chat(&stack, "k", &[("x-usage", "400")]);
+        assert_eq!((a.status, a.header("x-ratelimit-limit")), (200, Some("1000")));
+        assert_eq!(a.header("x-ratelimit-remaining"), Some(remaining), "tokens left before this response");
+        wait_charged(&stack, "k", charged_after);
+    }
+    // 1200 of 1000: in debt until the window ends.
+    let a = chat(&stack, "k", &[("x-usage", "400")]);
+    assert_eq!(a.status, 429);
+    assert_eq!(a.header("x-ratelimit-remaining"), Some("0"));
+    let retry: u64 = a.header("retry-after").unwrap().parse().unwrap();
+    let reset: u64 = a.header("ratelimit-reset").unwrap().parse().unwrap();
+    assert_eq!(retry, reset, "the debt of a fixed window ends with the window");
+    assert!(retry <= 3600);
+    assert_eq!(charged(&stack, "k"), 1200, "a refused request is not charged");
+    // The charge that spent the budget put the client in the deny cache.
+    assert!(stack.envoy.stat("wasmcustom.ratelimit.llm.deny_cache_hits") >= 1);
+}
+
+#[test]
+fn two_proxies_share_one_budget() {
+    let upstream = LlmUpstream::start();
+    let limit = r#"{"algorithm":"sliding_window","limit":1000,"window":"1h"}"#;
+    let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
+    let other = start_from_template(upstream.port, stack.webdis.port, Some(&config(BODY, limit, "open")), 2).unwrap();
+    let via = |port: u16| chat_at(port, "shared", &[("x-usage", "300")]);
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let port = if i % 2 == 0 { stack.envoy.port } else { other.port };
+        statuses.push(via(port).status);
+        if statuses.last() == Some(&200) {
+            let want = 300 * statuses.iter().filter(|s| **s == 200).count() as u64;
+            wait_sliding(&stack, "shared", want);
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429], "1200 of 1000 after the fourth, whichever proxy");
+}
+
+/// Waits until `key`'s sliding-window counters hold `want`.
+fn wait_sliding(stack: &Stack, key: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut c = stack.redis.connect();
+    loop {
+        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{key}}}:llm:sw:*")).query(&mut c).unwrap();
+        let got: u64 = keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum();
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key}: {got}, never {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn concurrent_requests_overshoot_by_at_most_what_was_in_flight() {
+    let upstream = LlmUpstream::start();
+    let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
+    let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
+    // 32 at once, each answered after 2 s: every one passed its check before
+    // any usage was known, so each is charged: 3200 of 1000.
+    let port = stack.envoy.port;
+    let wave = || -> Vec<u16> {
+        std::thread::scope(|s| {
+            let threads: Vec<_> = (0..32)
+                .map(|_| s.spawn(move || chat_at(port, "burst", &[("x-usage", "100"), ("x-delay-ms", "2000")]).status))
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+    };
+    let first = wave();
+    let admitted = first.iter().filter(|s| **s == 200).count() as u64;
+    assert!(first.iter().all(|s| *s == 200 || *s == 429), "{first:?}");
+    wait_charged(&stack, "burst", 100 * admitted);
+    // The bound: the overshoot is at most the cost of the requests in flight.
+    assert!(100 * admitted <= 1000 + 100 * 32, "{admitted} admitted");
+    assert!(admitted >= 10, "the budget itself was spent: {admitted} admitted");
+    // Spent: the next wave is refused whole.
+    assert!(wave().iter().all(|s| *s == 429));
+    assert_eq!(charged(&stack, "burst"), 100 * admitted, "nothing more was charged");
+}
+
+#[test]
+fn a_twenty_megabyte_stream_passes_through_in_flat_memory() {
+    let upstream = LlmUpstream::start();
+    let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
+    chat(&stack, "warm", &[("x-usage", "1"), ("x-stream", "10")]);
+    let rss = || -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", stack.envoy.process.pid())).unwrap();
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap()
+    };
+    let before = rss();
+    // 1000 events of 20 KB: 20 MB through the filter, usage in the last event.
+    let a = chat(&stack, "big", &[("x-usage", "4321"), ("x-stream", "1000"), ("x-pad-bytes", "20000")]);
+    assert_eq!(a.status, 200);
+    assert!(a.body.len() > 20_000_000, "{} bytes", a.body.len());
+    wait_charged(&stack, "big", 4321);
+    let grown_kb = rss().saturating_sub(before);
+    assert!(grown_kb < 8 * 1024, "Envoy grew by {grown_kb} kB for a 20 MB stream");
+}
+
+#[test]
+fn a_stream_reset_before_the_usage_charges_the_default() {
+    let upstream = LlmUpstream::start();
+    let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
+    let raw = host_tests::raw_http::RawRequest::new("POST", b"/v1/chat/completions")
+        .header("x-api-key", b"reset")
+        .header("x-usage", b"500")
+        .header("x-stream", b"10")
+        .header("x-reset-after", b"5");
+    let _ = raw.send(stack.envoy.port);
+    wait_charged(&stack, "reset", 50);
+}
+
+#[test]
+fn a_charge_the_store_cannot_take_spends_the_fallback_share_and_never_blocks_the_response() {
+    let upstream = LlmUpstream::start();
+    let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
+    let mut stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
+    let a = slow_request_losing_the_store(&mut stack, "down", "900");
+    assert_eq!(a.status, 200, "the response is never blocked by a charge");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.envoy.stat("wasmcustom.ratelimit.llm.charge_errors") < 1 {
+        assert!(Instant::now() < deadline, "the failed charge was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Open: the local fallback share (1000 here) has the 900 charged: one more
+    // request passes its check (reserve 1), is charged 900 too, and then the
+    // share is spent.
+    assert_eq!(chat(&stack, "down", &[("x-usage", "900")]).status, 200);
+    while stack.envoy.stat("wasmcustom.ratelimit.llm.charge_errors") < 2 {
+        assert!(Instant::now() < deadline, "the second failed charge was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(chat(&stack, "down", &[("x-usage", "900")]).status, 429);
+}
+
+#[test]
+fn a_fail_closed_rule_answers_503_once_the_store_is_gone_even_after_a_charge_failed() {
+    let upstream = LlmUpstream::start();
+    let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
+    let mut stack = Stack::start_with_upstream(&config(BODY, limit, "closed"), upstream.port);
+    let a = slow_request_losing_the_store(&mut stack, "closed", "10");
+    assert_eq!(a.status, 200, "already let through: the charge cannot refuse it");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while stack.envoy.stat("wasmcustom.ratelimit.llm.charge_errors") < 1 {
+        assert!(Instant::now() < deadline, "the failed charge was not counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(chat(&stack, "closed", &[("x-usage", "10")]).status, 503);
+}
