@@ -17,6 +17,7 @@ pub mod oci;
 pub mod paths;
 pub mod prng;
 pub mod process;
+pub mod ratelimit_fields;
 pub mod redis_cluster;
 pub mod redis_proxy;
 pub mod redis_server;
