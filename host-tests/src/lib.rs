@@ -18,6 +18,7 @@ pub mod oci;
 pub mod paths;
 pub mod prng;
 pub mod process;
+pub mod ratelimit_fields;
 pub mod raw_http;
 pub mod redis_cluster;
 pub mod redis_proxy;

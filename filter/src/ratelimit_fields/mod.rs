@@ -1,9 +1,9 @@
 //! The IETF RateLimit fields, `RateLimit-Policy` and `RateLimit`, exactly as
 //! draft-ietf-httpapi-ratelimit-headers-11 (23 May 2026) defines them: each
 //! an RFC 9651 List of Items whose value names a quota policy and whose
-//! parameters carry the numbers. draft-11 is the revision current when this
-//! was written (its fields have been stable since draft-08); the tests here
-//! pin its syntax, so a later revision shows up as a failing test.
+//! parameters carry the numbers. The fields' syntax has not changed since
+//! draft-08; a later revision (draft-12 appeared in November 2026) must be
+//! checked against the tests here, which pin draft-11's exact strings.
 //!
 //! ```text
 //! RateLimit-Policy: "api/1m";q=100;w=60;pk=:9N6ubKYHmdw=:, "api/1d";q=10000;w=86400;pk=:9N6ubKYHmdw=:

@@ -1,9 +1,11 @@
 //! A streaming JSON tokenizer that finds the configured paths' integers in
 //! one document fed in pieces of any size, without buffering it.
 //!
-//! It checks the whole grammar of RFC 8259 except UTF-8 validity (bytes
-//! above 0x7F inside strings pass as they are: they cannot be part of a
-//! configured key, and a usage count does not depend on them). Its state is
+//! It checks the whole grammar of RFC 8259 but for two things a usage
+//! count does not depend on: UTF-8 validity (bytes above 0x7F inside
+//! strings pass as they are; no configured key holds one) and the pairing
+//! of `\u` surrogates. Numbers are checked by grammar, not range: `1e999`
+//! is valid JSON here (it is not a count either way). Its state is
 //! fixed: the nesting (object or array) as bits of a `u64`, and for the
 //! first [`MAX_SEGMENTS`] levels a bit set of the paths still matching.
 //! Keys are compared byte by byte as they arrive, after decoding escapes

@@ -18,7 +18,8 @@
 //! - **Server-Sent Events**: each event's data is a JSON document, read the
 //!   same way; per path, the value of the LAST event that has it counts.
 //!   Events whose data is not JSON (`[DONE]`, a truncated event) are
-//!   skipped. OpenAI streams with `stream_options.include_usage` put
+//!   skipped, and so is an event cut off before the blank line that ends
+//!   it (the standard drops it). OpenAI streams with `stream_options.include_usage` put
 //!   `usage` in the last data event (`"usage":null` before): the JSON paths
 //!   work as they are. The Responses API streams `response.usage.*` in
 //!   `response.completed`. Anthropic streams put the input count in
