@@ -204,7 +204,10 @@ mod tests {
         assert_eq!(id(&k, &ff, 0).as_deref(), Some("~FF~FE"));
         let q = [KeyPart::Query("user".into())];
         assert_eq!(id(&q, &FakeRequest::new("GET", "/?user=%FF"), 0).as_deref(), Some("~FF"));
-        assert_ne!(id(&q, &FakeRequest::new("GET", "/?user=%FF"), 0), id(&q, &FakeRequest::new("GET", "/?user=%FE"), 0));
+        assert_ne!(
+            id(&q, &FakeRequest::new("GET", "/?user=%FF"), 0),
+            id(&q, &FakeRequest::new("GET", "/?user=%FE"), 0)
+        );
     }
 
     #[test]

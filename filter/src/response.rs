@@ -83,7 +83,6 @@ pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     ]
 }
 
-
 /// The 429 for a request `rule` denied; `random` and `jitter_ppm` spread
 /// Retry-After (0: exact).
 pub fn too_many_requests(
@@ -132,7 +131,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
-        Shown { limit: 5, decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) }, policy: None }
+        Shown {
+            limit: 5,
+            decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) },
+            policy: None,
+        }
     }
 
     #[test]

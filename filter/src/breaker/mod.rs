@@ -57,9 +57,7 @@ impl Health {
                 | StoreError::BreakerOpen
                 | StoreError::Unanswered
                 | StoreError::Overloaded,
-            ) => {
-                Health::StoreDown
-            }
+            ) => Health::StoreDown,
             Err(StoreError::Redis(_) | StoreError::Malformed(_) | StoreError::ScriptMissing) => Health::KeyFailed,
         }
     }

@@ -100,7 +100,9 @@ impl Cost {
 fn is_field_path(path: &str) -> bool {
     !path.is_empty()
         && path.len() <= 128
-        && path.split('.').all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+        && path
+            .split('.')
+            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
 }
 
 fn body_paths(v: &Value, path: &str) -> Result<Vec<String>> {

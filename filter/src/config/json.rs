@@ -142,5 +142,4 @@ mod tests {
         assert_eq!(o.uint("big", 1, 10).unwrap_err().to_string(), "x.big: must be at most 10");
         assert_eq!(o.uint("missing", 1, 10).unwrap(), None);
     }
-
 }

@@ -170,14 +170,19 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         let lpath = format!("{path}.limits[{i}]");
         let index = (i as u64).to_le_bytes();
         let limit = parse_limit(lv, &lpath, &[domain.as_bytes(), name.as_bytes(), &index, cost_id.as_bytes()])?;
-        if rule.limits.iter().any(|l| l.spec.algorithm == limit.spec.algorithm && l.spec.window_ms == limit.spec.window_ms) {
+        if rule
+            .limits
+            .iter()
+            .any(|l| l.spec.algorithm == limit.spec.algorithm && l.spec.window_ms == limit.spec.window_ms)
+        {
             return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
         }
         check_limit(&rule, &limit, i, &o, path)?;
         rule.limits.push(limit);
     }
     // Policy names: the window, and the algorithm too where two limits share a window.
-    let windows: Vec<(u64, &'static str)> = rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
+    let windows: Vec<(u64, &'static str)> =
+        rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
     for (l, (window, algorithm)) in rule.limits.iter_mut().zip(&windows) {
         let shared = windows.iter().filter(|(w, _)| w == window).count() > 1;
         l.policy = policy_name(&rule.name, *window, shared.then_some(*algorithm));

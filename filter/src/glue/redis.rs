@@ -78,9 +78,8 @@ impl RedisLink {
         }
         let mut token = 0u32;
         // SAFETY: pointers and lengths of live slices; `token` is a valid out-pointer.
-        let status = unsafe {
-            proxy_redis_call(cluster.as_ptr(), cluster.len(), query.as_ptr(), query.len(), &mut token)
-        };
+        let status =
+            unsafe { proxy_redis_call(cluster.as_ptr(), cluster.len(), query.as_ptr(), query.len(), &mut token) };
         if status != 0 {
             return Err(StoreError::Dispatch);
         }

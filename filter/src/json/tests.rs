@@ -18,7 +18,14 @@ fn values_of_every_kind_parse_in_document_order() {
     assert_eq!((b[4].as_bool(), b[5].as_bool(), b[6].is_null()), (Some(true), Some(false), true));
     assert_eq!(v.get("a").unwrap().as_str(), Some("xé\n😀"));
     assert_eq!(parse(b"9223372036854775808").unwrap().as_i64(), None, "beyond i64: not an integer");
-    for (text, want) in [("0.25", 0.25), ("1", 1.0), ("-2.5e-1", -0.25), ("12345678901234567890", 1.2345678901234567e19), ("1E2", 100.0), ("0.000001", 1e-6)] {
+    for (text, want) in [
+        ("0.25", 0.25),
+        ("1", 1.0),
+        ("-2.5e-1", -0.25),
+        ("12345678901234567890", 1.2345678901234567e19),
+        ("1E2", 100.0),
+        ("0.000001", 1e-6),
+    ] {
         let got = parse(text.as_bytes()).unwrap().as_f64().unwrap();
         assert!((got - want).abs() <= want.abs() * 1e-15, "{text}: {got}");
     }

@@ -13,9 +13,11 @@ use crate::fingerprint::{entry_fingerprint, IdentityDigest};
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
-use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::ratelimit_fields::PartitionKey;
-use crate::response::{bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown};
+use crate::request::{one_member, OneValue, Request, RequestSource};
+use crate::response::{
+    bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
+};
 use crate::shared::SharedData;
 use crate::store::StoreError;
 
@@ -197,7 +199,11 @@ where
                 }
                 env.metrics.count(first, Event::BadRequest);
                 let what = format!("{} has several different values", part_name(&group.key[part]));
-                return Start::Done(Outcome::Reply(bad_request("ambiguous_identity", &config.rules[first].name, &what)));
+                return Start::Done(Outcome::Reply(bad_request(
+                    "ambiguous_identity",
+                    &config.rules[first].name,
+                    &what,
+                )));
             }
         };
         let digest = IdentityDigest::of(&identity);
@@ -219,8 +225,11 @@ where
                 },
                 other => other.max_at_request(),
             };
-            let cached =
-                if config.deny_cache.enabled { cached_denial(&cache, r, rule, &digest, partition, now()) } else { None };
+            let cached = if config.deny_cache.enabled {
+                cached_denial(&cache, r, rule, &digest, partition, now())
+            } else {
+                None
+            };
             if let Some(shown) = cached {
                 env.metrics.count(r, Event::DenyCacheHit);
                 if !rule.shadow {

@@ -109,14 +109,17 @@ fn allowed_requests_carry_the_most_restrictive_limits_headers() {
     let out = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![allow(9, 60_000), allow(99, 1000), allow(99, 10)])]);
     assert_eq!(
         out,
-        Outcome::Continue(vec![
-            ("x-ratelimit-limit", "10".into()),
-            ("x-ratelimit-remaining", "9".into()),
-            ("x-ratelimit-reset", "1700000060".into()),
-            ("ratelimit-limit", "10".into()),
-            ("ratelimit-remaining", "9".into()),
-            ("ratelimit-reset", "60".into()),
-        ], vec![])
+        Outcome::Continue(
+            vec![
+                ("x-ratelimit-limit", "10".into()),
+                ("x-ratelimit-remaining", "9".into()),
+                ("x-ratelimit-reset", "1700000060".into()),
+                ("ratelimit-limit", "10".into()),
+                ("ratelimit-remaining", "9".into()),
+                ("ratelimit-reset", "60".into()),
+            ],
+            vec![]
+        )
     );
     assert_eq!(w.metrics.get(1, Event::Allowed), 1);
     assert_eq!(w.metrics.get(2, Event::Allowed), 1);
@@ -320,7 +323,10 @@ fn a_cost_known_after_the_response_is_checked_at_request_time_and_charged_after(
     let out = w.run(&req, &[Ok(vec![allow(59, 1000), allow(995, 18_000)])]);
     let Outcome::Continue(_, charges) = out else { panic!("let through") };
     assert_eq!(charges.len(), 1);
-    assert_eq!((charges[0].rule, charges[0].identity.as_str(), charges[0].limits.as_slice()), (0, "k", &[(1, None)][..]));
+    assert_eq!(
+        (charges[0].rule, charges[0].identity.as_str(), charges[0].limits.as_slice()),
+        (0, "k", &[(1, None)][..])
+    );
     // Denied at the check: no charge is owed.
     let out = w.run(&req, &[Ok(vec![allow(58, 1000), deny(3, 18_000, 2_000)])]);
     assert!(matches!(out, Outcome::Reply(ref r) if r.status == 429));
@@ -420,5 +426,9 @@ fn retry_after_jitter_is_never_earlier_than_the_exact_wait() {
     let env = Env { random: u64::MAX, ..w.env() };
     let Some(Outcome::Reply(r)) = pending.on_reply(&env, 0, Ok(vec![deny(0, 10_000, 10_000)])) else { panic!() };
     assert_eq!(r.headers.iter().find(|(n, _)| *n == "retry-after").map(|(_, v)| v.as_str()), Some("15"));
-    assert_eq!(r.headers.iter().find(|(n, _)| *n == "x-ratelimit-reset").map(|(_, v)| v.as_str()), Some("1700000010"), "the reset stays exact");
+    assert_eq!(
+        r.headers.iter().find(|(n, _)| *n == "x-ratelimit-reset").map(|(_, v)| v.as_str()),
+        Some("1700000010"),
+        "the reset stays exact"
+    );
 }

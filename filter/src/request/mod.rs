@@ -116,7 +116,11 @@ pub fn normalize_path(raw: &[u8]) -> Vec<u8> {
                 if is_unreserved(b) {
                     out.push(b);
                 } else {
-                    out.extend_from_slice(&[b'%', bytes[i + 1].to_ascii_uppercase(), bytes[i + 2].to_ascii_uppercase()]);
+                    out.extend_from_slice(&[
+                        b'%',
+                        bytes[i + 1].to_ascii_uppercase(),
+                        bytes[i + 2].to_ascii_uppercase(),
+                    ]);
                 }
                 i += 3;
                 continue;

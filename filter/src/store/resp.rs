@@ -181,7 +181,9 @@ mod tests {
             )),
             "{cmd}"
         );
-        assert!(String::from_utf8(eval(&call)).unwrap().starts_with(&format!("*{}\r\n$4\r\nEVAL\r\n", 3 + call.keys.len() + call.args.len())));
+        assert!(String::from_utf8(eval(&call))
+            .unwrap()
+            .starts_with(&format!("*{}\r\n$4\r\nEVAL\r\n", 3 + call.keys.len() + call.args.len())));
     }
 
     #[test]

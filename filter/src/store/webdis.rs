@@ -254,13 +254,23 @@ mod tests {
     #[wasm_bindgen_test]
     fn decision_size_bounds_the_real_body() {
         let specs = [
-            LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 9_007_199, window_ms: 999_999_999, burst: 9_007_199 },
+            LimitSpec {
+                algorithm: Algorithm::SlidingWindow,
+                limit: 9_007_199,
+                window_ms: 999_999_999,
+                burst: 9_007_199,
+            },
             LimitSpec { algorithm: Algorithm::FixedWindow, limit: 1, window_ms: 86_400_000, burst: 1 },
         ];
         let identity = "x".repeat(MAX_IDENTITY);
         let limits: Vec<LimitCall> = specs
             .iter()
-            .map(|&spec| LimitCall { rule: "a-long-rule-name", spec, op: Op::Charge(1_000_000_000), offset_ms: Some(86_399_999) })
+            .map(|&spec| LimitCall {
+                rule: "a-long-rule-name",
+                spec,
+                op: Op::Charge(1_000_000_000),
+                offset_ms: Some(86_399_999),
+            })
             .collect();
         let decision = DecisionCall { identity: &identity, limits: &limits };
         let now = 9_999_999_999_999;

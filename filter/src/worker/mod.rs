@@ -34,13 +34,13 @@ use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::pipeline::{begin, Charge, Env, Outcome, Pending, Start};
 use crate::response::Headers;
-use crate::usage::UsageFields;
-use usage_watch::{amount, Reported, UsageWatch};
 use crate::store::batcher::{Batchable, Batcher, Fill};
 use crate::store::flow::{self, Message, Stage, Step};
 use crate::store::transport::{self, Answer};
 use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
 use crate::store::StoreError;
+use crate::usage::UsageFields;
+use usage_watch::{amount, Reported, UsageWatch};
 
 /// Decisions waiting for a call, per worker, at most.
 pub const MAX_QUEUED: usize = 4096;
@@ -388,7 +388,9 @@ impl Worker {
         let health = Health::of(&results);
         let breaker = &self.config.store.breaker;
         match health {
-            Health::StoreDown => breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health),
+            Health::StoreDown => {
+                breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health)
+            }
             _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
         }
         let at = flight.sent_ms;
@@ -482,7 +484,13 @@ impl Worker {
     /// deny cache until the debt is repaid; a charge the store could not
     /// take spends the proxy's local fallback share (the response is gone:
     /// nothing can be refused, whatever the rule's failure policy).
-    fn settle_charge<H: Host>(&mut self, host: &H, c: PendingCharge, result: Result<Vec<Decision>, StoreError>, at: u64) {
+    fn settle_charge<H: Host>(
+        &mut self,
+        host: &H,
+        c: PendingCharge,
+        result: Result<Vec<Decision>, StoreError>,
+        at: u64,
+    ) {
         let config = &self.config;
         let Some(rule) = config.rules.get(c.charge.rule) else { return };
         match result {
@@ -614,12 +622,8 @@ impl Worker {
         if self.info.is_some_and(|(_, started)| now.saturating_sub(started) > deadline) {
             self.info = None;
         }
-        let expired: Vec<u32> = self
-            .flights
-            .iter()
-            .filter(|(_, f)| now.saturating_sub(f.sent_ms) > deadline)
-            .map(|(t, _)| *t)
-            .collect();
+        let expired: Vec<u32> =
+            self.flights.iter().filter(|(_, f)| now.saturating_sub(f.sent_ms) > deadline).map(|(t, _)| *t).collect();
         for token in expired {
             if let Some(flight) = self.flights.remove(&token) {
                 self.finish(host, flight, Err(StoreError::Unanswered));

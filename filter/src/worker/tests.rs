@@ -115,9 +115,7 @@ impl ResponseSource for NoHeaders {
 }
 
 fn config(extra_store: &str, rules: &str) -> Config {
-    let json = format!(
-        r#"{{"domain":"t","store":{{"cluster":"s","timeout_ms":25{extra_store}}},"rules":[{rules}]}}"#
-    );
+    let json = format!(r#"{{"domain":"t","store":{{"cluster":"s","timeout_ms":25{extra_store}}},"rules":[{rules}]}}"#);
     Config::parse(json.as_bytes()).unwrap()
 }
 

@@ -13,6 +13,7 @@ mod eviction;
 mod failure;
 mod hostile;
 mod identities;
+mod operators;
 mod tokens;
 
 /// A plugin configuration with `rules` (a JSON array body) and a short

@@ -154,7 +154,8 @@ fn wait_sliding(stack: &Stack, key: &str, want: u64) {
     let mut c = stack.redis.connect();
     loop {
         let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{key}}}:llm:sw:*")).query(&mut c).unwrap();
-        let got: u64 = keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum();
+        let got: u64 =
+            keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum();
         if got == want {
             return;
         }
