@@ -12,20 +12,25 @@ use super::error::ConfigError;
 use super::json::{Obj, Result};
 use super::rule::header_name;
 use crate::json::Value;
+use crate::usage::UsageFields;
 
 /// Largest cost a request or a response may report.
 pub const MAX_COST: u64 = 1_000_000_000;
-/// Most body fields summed into one usage.
-pub const MAX_USAGE_FIELDS: usize = 4;
 
 /// Where the usage is read from once the response is there.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UsageSource {
     /// A response header (lower-case name) holding an integer.
     Header(String),
-    /// JSON field paths in the body (or in the events of a
-    /// `text/event-stream` body), summed.
-    Body(Vec<String>),
+    /// JSON field paths in the body, summed: in a JSON body, and in the
+    /// events of a `text/event-stream` body (each may be absent: that
+    /// format then reports no usage).
+    Body {
+        /// For a JSON body.
+        json: Option<UsageFields>,
+        /// For a `text/event-stream` body (per path, the last event wins).
+        event_stream: Option<UsageFields>,
+    },
 }
 
 /// Where a rule's cost comes from.
@@ -83,7 +88,13 @@ impl Cost {
             Cost::Response { source, default, max, reserve } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
-                    UsageSource::Body(paths) => format!("body {}", paths.join(" ")),
+                    UsageSource::Body { json, event_stream } => {
+                        format!(
+                            "body {} {}",
+                            json.as_ref().map_or(0, UsageFields::len),
+                            event_stream.as_ref().map_or(0, UsageFields::len)
+                        )
+                    }
                 };
                 format!("response {from} {default} {max} {reserve}")
             }
@@ -96,27 +107,37 @@ impl Cost {
     }
 }
 
-/// Whether `path` is a dotted JSON field path like `usage.total_tokens`.
-fn is_field_path(path: &str) -> bool {
-    !path.is_empty()
-        && path.len() <= 128
-        && path
-            .split('.')
-            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+/// One list of field paths (a string or an array of strings).
+fn fields(v: &Value, path: &str) -> Result<UsageFields> {
+    let list: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items
+            .iter()
+            .map(|p| p.as_str().ok_or_else(|| ConfigError::at(path, "must list JSON field paths as strings")))
+            .collect::<Result<_>>()?,
+        _ => {
+            return Err(ConfigError::at(
+                path,
+                "must be a JSON field path like \"usage.total_tokens\", or a list of them to sum",
+            ))
+        }
+    };
+    UsageFields::parse(&list).map_err(|e| ConfigError::at(path, e))
 }
 
-fn body_paths(v: &Value, path: &str) -> Result<Vec<String>> {
-    const HELP: &str = "must be a JSON field path like \"usage.total_tokens\", or a list of up to 4 to sum";
-    let list: Vec<&Value> = match v {
-        Value::Array(items) => items.iter().collect(),
-        one => vec![one],
-    };
-    if list.is_empty() || list.len() > MAX_USAGE_FIELDS {
-        return Err(ConfigError::at(path, HELP));
+/// `response_body`: paths for every body, or `{"json": ..., "event_stream": ...}`.
+fn body_source(v: &Value, path: &str) -> Result<UsageSource> {
+    if !matches!(v, Value::Object(_)) {
+        let f = fields(v, path)?;
+        return Ok(UsageSource::Body { json: Some(f.clone()), event_stream: Some(f) });
     }
-    list.into_iter()
-        .map(|p| p.as_str().filter(|s| is_field_path(s)).map(str::to_string).ok_or_else(|| ConfigError::at(path, HELP)))
-        .collect()
+    let o = Obj::new(v, path, &["json", "event_stream"])?;
+    let json = o.value("json").map(|v| fields(v, &o.path_of("json"))).transpose()?;
+    let event_stream = o.value("event_stream").map(|v| fields(v, &o.path_of("event_stream"))).transpose()?;
+    if json.is_none() && event_stream.is_none() {
+        return Err(ConfigError::at(path, "must name the fields of a json body, of an event_stream body, or both"));
+    }
+    Ok(UsageSource::Body { json, event_stream })
 }
 
 /// Parses `rules[i].cost`.
@@ -154,7 +175,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     let source = if *source == "response_header" {
         UsageSource::Header(header("response_header")?)
     } else {
-        UsageSource::Body(body_paths(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?)
+        body_source(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?
     };
     let default = o.uint("default", 0, MAX_COST)?.ok_or_else(|| {
         ConfigError::at(&o.path_of("default"), "is required: what to charge when the response reports no usage")

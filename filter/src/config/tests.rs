@@ -167,7 +167,7 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"failure_mode":"maybe","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].failure_mode: must be \"open\" or \"closed\""),
         (r#"{"name":"api","key":["path"],"shadow":"yes","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow: must be true or false"),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.default: is required: what to charge when the response reports no usage"),
-        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage..x","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_body: must be a JSON field path like \"usage.total_tokens\", or a list of up to 4 to sum"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage..x","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_body: \"usage..x\" has an empty key (keys are joined by single dots)"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-usage","request_header":"x-cost","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: must name exactly one of request_header, response_header, response_body (or be an integer)"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-usage","default":1},"limits":[{"algorithm":"sliding_log","limit":5,"window":"1s"}]}"#, "rules[1].limits[0]: sliding_log cannot carry a debt: a cost known after the response needs fixed_window, sliding_window, token_bucket or gcra (or counts \"requests\")"),
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","max":10},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: max (10) can never be admitted by limits[0], which holds at most 5"),
@@ -245,7 +245,12 @@ fn costs_limits_and_headers_take_every_documented_form() {
     assert_eq!(
         llm.cost,
         Cost::Response {
-            source: UsageSource::Body(vec!["usage.input_tokens".into(), "usage.output_tokens".into()]),
+            source: UsageSource::Body {
+                json: Some(crate::usage::UsageFields::parse(&["usage.input_tokens", "usage.output_tokens"]).unwrap()),
+                event_stream: Some(
+                    crate::usage::UsageFields::parse(&["usage.input_tokens", "usage.output_tokens"]).unwrap()
+                ),
+            },
             default: 500,
             max: 100_000,
             reserve: 10
@@ -259,4 +264,27 @@ fn costs_limits_and_headers_take_every_documented_form() {
     assert_eq!(internal.headers, Some(HeaderStyle { legacy: false, ietf: false }));
     assert!(internal.limits[0].staggered);
     assert!(c.rules[2].shadow_headers);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_body_cost_can_name_other_fields_for_streamed_bodies() {
+    let json = r#"{"store":{"cluster":"s"},"rules":[{"name":"claude","key":["header:x-api-key"],
+      "cost":{"response_body":{"json":["usage.input_tokens","usage.output_tokens"],
+                               "event_stream":["message.usage.input_tokens","usage.output_tokens"]},"default":1},
+      "limits":[{"limit":1000,"window":"1h"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    let Cost::Response { source: UsageSource::Body { json, event_stream }, .. } = &c.rules[0].cost else { panic!() };
+    assert_ne!(json, event_stream);
+    let only_sse = json.replace(r#""json":["usage.input_tokens","usage.output_tokens"],"#, "");
+    let c = Config::parse(only_sse.as_bytes()).unwrap();
+    assert!(matches!(
+        &c.rules[0].cost,
+        Cost::Response { source: UsageSource::Body { json: None, event_stream: Some(_) }, .. }
+    ));
+    let neither = r#"{"store":{"cluster":"s"},"rules":[{"name":"c","key":["path"],"cost":{"response_body":{},"default":1},"limits":[{"limit":9,"window":"1h"}]}]}"#;
+    assert_eq!(
+        Config::parse(neither.as_bytes()).unwrap_err().to_string(),
+        "rules[0].cost.response_body: must name the fields of a json body, of an event_stream body, or both"
+    );
 }

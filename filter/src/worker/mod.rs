@@ -26,7 +26,7 @@ pub use usage_watch::{ResponseSource, MAX_USAGE_BODY};
 
 use crate::breaker::{self, Health};
 use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
-use crate::config::{Config, Cost, Transport, UsageSource};
+use crate::config::{Config, Transport};
 use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
@@ -39,7 +39,6 @@ use crate::store::flow::{self, Message, Stage, Step};
 use crate::store::transport::{self, Answer};
 use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
 use crate::store::StoreError;
-use crate::usage::UsageFields;
 use usage_watch::{amount, Reported, UsageWatch};
 
 /// Decisions waiting for a call, per worker, at most.
@@ -130,8 +129,6 @@ impl StreamState {
 #[derive(Debug)]
 pub struct Worker {
     config: Config,
-    /// Per rule: the body fields its usage is read from, if any.
-    usage_fields: Vec<Option<UsageFields>>,
     streams: HashMap<u32, StreamState>,
     charges: HashMap<u64, PendingCharge>,
     next_charge: u64,
@@ -149,20 +146,8 @@ pub struct Worker {
 impl Worker {
     /// A worker for `config`.
     pub fn new(config: Config) -> Worker {
-        let usage_fields = config
-            .rules
-            .iter()
-            .map(|r| match &r.cost {
-                Cost::Response { source: UsageSource::Body(paths), .. } => {
-                    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-                    UsageFields::parse(&paths).ok()
-                }
-                _ => None,
-            })
-            .collect();
         Worker {
             config,
-            usage_fields,
             streams: HashMap::new(),
             charges: HashMap::new(),
             next_charge: 0,
@@ -546,8 +531,7 @@ impl Worker {
         let headers = std::mem::take(&mut state.headers);
         let mut due = Vec::new();
         for mut watch in std::mem::take(&mut state.usage) {
-            let fields = self.usage_fields.get(watch.charge.rule).and_then(Option::as_ref);
-            match watch.on_headers(&self.config, fields, response, end_of_stream) {
+            match watch.on_headers(&self.config, response, end_of_stream) {
                 Some(reported) => due.push((watch.charge, reported)),
                 None => state.usage.push(watch),
             }

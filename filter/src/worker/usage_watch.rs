@@ -3,7 +3,7 @@
 
 use crate::config::{Config, Cost, UsageSource};
 use crate::pipeline::Charge;
-use crate::usage::{BodyFormat, Usage, UsageFields, UsageReader};
+use crate::usage::{BodyFormat, Usage, UsageReader};
 
 /// Body bytes a usage reader looks at most; past this the default is
 /// charged (the body still passes, unread).
@@ -41,25 +41,28 @@ impl UsageWatch {
     pub fn on_headers<R: ResponseSource + ?Sized>(
         &mut self,
         config: &Config,
-        fields: Option<&UsageFields>,
         response: &R,
         end_of_stream: bool,
     ) -> Option<Reported> {
         let Cost::Response { source, .. } = &config.rules.get(self.charge.rule)?.cost else { return None };
-        match (source, fields) {
-            (UsageSource::Header(name), _) => Some(parse_header(response.header(name))),
-            (UsageSource::Body(_), Some(fields)) => {
-                let content_type = response.header("content-type").unwrap_or_default();
-                let format = BodyFormat::from_content_type(&String::from_utf8_lossy(&content_type));
-                let mut reader = UsageReader::new(fields, format, MAX_USAGE_BODY);
-                if end_of_stream {
-                    return Some(Reported::from(reader.finish()));
-                }
-                self.reader = Some(reader);
-                None
-            }
-            (UsageSource::Body(_), None) => Some(Reported::Missing),
+        let (json, event_stream) = match source {
+            UsageSource::Header(name) => return Some(parse_header(response.header(name))),
+            UsageSource::Body { json, event_stream } => (json, event_stream),
+        };
+        let content_type = response.header("content-type").unwrap_or_default();
+        let format = BodyFormat::from_content_type(&String::from_utf8_lossy(&content_type));
+        let fields = match format {
+            BodyFormat::Json => json,
+            BodyFormat::EventStream => event_stream,
+        };
+        // No fields for this format: it reports no usage.
+        let Some(fields) = fields else { return Some(Reported::Missing) };
+        let mut reader = UsageReader::new(fields, format, MAX_USAGE_BODY);
+        if end_of_stream {
+            return Some(Reported::from(reader.finish()));
         }
+        self.reader = Some(reader);
+        None
     }
 
     /// A body chunk passed; the amount once the body ended.
