@@ -124,6 +124,42 @@ pub fn start_from_template(
     Envoy::start(&config, listener, admin, concurrency)
 }
 
+/// A change a test makes to the rendered envoy.yaml: `from` (which must
+/// occur exactly once) becomes `to`. A test that differs from the shipped
+/// file says exactly where.
+pub struct Edit<'a> {
+    /// The text replaced.
+    pub from: &'a str,
+    /// What replaces it.
+    pub to: &'a str,
+}
+
+/// Starts Envoy from envoy.yaml like [`start_from_template`], with the
+/// module at `module` and the `edits` applied to the rendered text.
+pub fn start_edited(
+    backend: u16,
+    webdis: u16,
+    module: &std::path::Path,
+    plugin_config: &str,
+    concurrency: u32,
+    edits: &[Edit<'_>],
+) -> Result<Envoy, EnvoyFailed> {
+    let (listener, admin) = (free_port(), free_port());
+    let mut config = render(&EnvoyTemplate {
+        listener,
+        admin,
+        backend,
+        webdis,
+        module: module.display().to_string(),
+        plugin_config: Some(plugin_config.to_string()),
+    });
+    for e in edits {
+        assert_eq!(config.matches(e.from).count(), 1, "envoy.yaml has no single {:?}", e.from);
+        config = config.replacen(e.from, e.to, 1);
+    }
+    Envoy::start(&config, listener, admin, concurrency)
+}
+
 /// Why Envoy did not come up.
 #[derive(Debug)]
 pub struct EnvoyFailed {
@@ -171,6 +207,12 @@ impl Envoy {
     pub fn stat(&self, name: &str) -> u64 {
         let text = admin_get(self.admin, &format!("/stats?filter=^{}$", name.replace('.', "\\."))).unwrap_or_default();
         text.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// GET `path` on the admin interface (e.g. `/stats/prometheus`,
+    /// `/config_dump`); empty if it does not answer.
+    pub fn admin(&self, path: &str) -> String {
+        admin_get(self.admin, path).unwrap_or_default()
     }
 
     /// All stats whose names match `filter` (a regex), as text.

@@ -16,6 +16,7 @@ pub mod http;
 pub mod oci;
 pub mod paths;
 pub mod prng;
+pub mod probe_module;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_proxy;
