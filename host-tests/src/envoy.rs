@@ -135,7 +135,8 @@ pub struct Edit<'a> {
 }
 
 /// Starts Envoy from envoy.yaml like [`start_from_template`], with the
-/// module at `module` and the `edits` applied to the rendered text.
+/// module at `module`, the `edits` applied to the rendered text, and extra
+/// command-line `args`.
 pub fn start_edited(
     backend: u16,
     webdis: u16,
@@ -143,6 +144,7 @@ pub fn start_edited(
     plugin_config: &str,
     concurrency: u32,
     edits: &[Edit<'_>],
+    args: &[&str],
 ) -> Result<Envoy, EnvoyFailed> {
     let (listener, admin) = (free_port(), free_port());
     let mut config = render(&EnvoyTemplate {
@@ -157,7 +159,7 @@ pub fn start_edited(
         assert_eq!(config.matches(e.from).count(), 1, "envoy.yaml has no single {:?}", e.from);
         config = config.replacen(e.from, e.to, 1);
     }
-    Envoy::start(&config, listener, admin, concurrency)
+    Envoy::start_with_args(&config, listener, admin, concurrency, args)
 }
 
 /// Why Envoy did not come up.
@@ -173,6 +175,19 @@ impl Envoy {
     /// Starts Envoy with this config text (which listens on `port` and has
     /// its admin on `admin`) and waits until it is ready.
     pub fn start(config: &str, port: u16, admin: u16, concurrency: u32) -> Result<Envoy, EnvoyFailed> {
+        Envoy::start_with_args(config, port, admin, concurrency, &[])
+    }
+
+    /// The same with extra command-line arguments (e.g. `--config-yaml`,
+    /// which merges a bootstrap fragment into the config as platforms'
+    /// agents do).
+    pub fn start_with_args(
+        config: &str,
+        port: u16,
+        admin: u16,
+        concurrency: u32,
+        args: &[&str],
+    ) -> Result<Envoy, EnvoyFailed> {
         let dir = TempDir::new("envoy");
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, config).unwrap();
@@ -182,7 +197,8 @@ impl Envoy {
             .arg(&path)
             .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart"])
             .args(["--base-id", &base_id.to_string(), "--file-flush-interval-msec", "200"])
-            .args(["--log-level", "info"]);
+            .args(["--log-level", "info"])
+            .args(args);
         let log = dir.path().join("envoy.log");
         let mut process = Guard::spawn("envoy", cmd, &log);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -18,6 +18,7 @@ pub mod paths;
 pub mod prng;
 pub mod probe_module;
 pub mod process;
+pub mod prometheus;
 pub mod redis_cluster;
 pub mod redis_proxy;
 pub mod redis_server;

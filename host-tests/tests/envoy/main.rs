@@ -12,6 +12,7 @@ mod envoy_config;
 mod eviction;
 mod failure;
 mod identities;
+mod prometheus;
 mod vm_failure;
 
 /// A plugin configuration with `rules` (a JSON array body) and a short

@@ -34,7 +34,7 @@ fn get(envoy: &Envoy, headers: &[(&str, &str)]) -> Answer {
 /// The shipped envoy.yaml with the probe module, one worker, and `edits`.
 fn probe_envoy(backend: &Backend, dir: &TempDir, edits: &[Edit<'_>]) -> Envoy {
     let module = write_probe(dir.path());
-    start_edited(backend.port, free_port(), &module, "{}", 1, edits)
+    start_edited(backend.port, free_port(), &module, "{}", 1, edits, &[])
         .unwrap_or_else(|e| panic!("envoy refused the probe module:\n{}", e.log))
 }
 
