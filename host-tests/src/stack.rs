@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::envoy::{start_from_template, Envoy, EnvoyFailed};
+use crate::envoy::{start_edited, start_from_template, Edit, Envoy, EnvoyFailed};
 use crate::http::{agent, send, Answer};
+use crate::paths::dist;
 use crate::redis_server::RedisServer;
 use crate::webdis::Webdis;
 
@@ -36,6 +37,22 @@ impl Stack {
     /// Starts everything with the plugin configuration shipped in envoy.yaml.
     pub fn start_shipped(concurrency: u32) -> Result<Stack, EnvoyFailed> {
         Stack::launch(None, concurrency)
+    }
+
+    /// Starts everything with envoy.yaml changed by `edits` and Envoy given
+    /// the extra command-line `args`; Envoy's log if it refuses.
+    pub fn start_edited(
+        plugin_config: &str,
+        concurrency: u32,
+        edits: &[Edit<'_>],
+        args: &[&str],
+    ) -> Result<Stack, EnvoyFailed> {
+        let redis = RedisServer::start();
+        let webdis = Webdis::start(redis.port);
+        let backend = Backend::start();
+        let module = dist("ratelimit.wasm");
+        let envoy = start_edited(backend.port, webdis.port, &module, plugin_config, concurrency, edits, args)?;
+        Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
     }
 
     fn launch(plugin_config: Option<&str>, concurrency: u32) -> Result<Stack, EnvoyFailed> {

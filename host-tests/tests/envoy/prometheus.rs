@@ -6,13 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use host_tests::backend::Backend;
-use host_tests::envoy::{config_text, start_edited, template_text, Edit, Envoy};
-use host_tests::paths::dist;
+use host_tests::envoy::{config_text, template_text, Edit, Envoy};
 use host_tests::prometheus::{metric_names, Scrape};
-use host_tests::redis_server::RedisServer;
 use host_tests::stack::Stack;
-use host_tests::webdis::Webdis;
 use serde_norway::Value;
 
 use crate::plugin_config;
@@ -172,18 +168,12 @@ fn the_bootstrap_fragment_for_other_platforms_is_the_shipped_one_and_works_merge
     let start = text.find("stats_config:").unwrap();
     let end = text.find("static_resources:").unwrap();
     let shipped = &text[start..end];
-    let redis = RedisServer::start();
-    let webdis = Webdis::start(redis.port);
-    let backend = Backend::start();
-    let envoy = start_edited(
-        backend.port,
-        webdis.port,
-        &dist("ratelimit.wasm"),
+    let stack = Stack::start_edited(
         &plugin_config(RULES),
         1,
         &[Edit { from: shipped, to: "" }],
         &["--config-yaml", &config_text("prometheus-stats-tags.yaml")],
     )
     .unwrap_or_else(|e| panic!("{}", e.log));
-    check_names(&scrape(&envoy));
+    check_names(&scrape(&stack.envoy));
 }
