@@ -27,3 +27,4 @@ pub mod script;
 pub mod stack;
 pub mod wasm_host;
 pub mod webdis;
+pub mod windows;

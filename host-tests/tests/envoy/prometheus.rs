@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use host_tests::envoy::{config_text, template_text, Edit, Envoy};
 use host_tests::prometheus::{metric_names, Scrape};
 use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, DAY};
 use serde_norway::Value;
 
 use crate::plugin_config;
@@ -76,6 +77,8 @@ fn scrape(envoy: &Envoy) -> Scrape {
 
 #[test]
 fn every_per_rule_event_is_one_family_with_a_rule_label_and_the_dashboard_queries_only_what_exists() {
+    // The fallback bucket counts in an aligned day: all of it in one.
+    start_clear_of_boundary(DAY, Duration::from_secs(60));
     let stack = Stack::start(&plugin_config(RULES));
     let send = |path: &str, user: &str| stack.send("GET", path, &[("x-user", user)]).status;
     // api: two allowed, a denial by the store, a denial from the deny cache.
