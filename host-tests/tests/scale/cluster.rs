@@ -97,13 +97,13 @@ fn expected_keys(user: &str, day: u64) -> [String; 3] {
 
 #[test]
 fn limits_are_exact_on_every_shard_and_follow_the_failure_policy_through_a_master_failover() {
+    // The limits count per day (the keys carry the day's index): all of the
+    // test in one day, failover included.
+    start_clear_of_boundary(DAY, Duration::from_secs(300));
     // Without this (Redis's default is yes), every node refuses every command
     // (CLUSTERDOWN) from the moment the dead master is marked failed until its
     // replica is promoted: about half a second in which the healthy shards
     // fail too.
-    // The limits count per day (the keys carry the day's index): all of the
-    // test in one day, failover included.
-    start_clear_of_boundary(DAY, Duration::from_secs(300));
     let mut cluster = RedisCluster::start_with(3, 1, &["--cluster-require-full-coverage", "no"]);
     let seeds: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
     let proxy = RedisProxy::start(&seeds);
