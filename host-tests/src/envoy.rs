@@ -124,6 +124,44 @@ pub fn start_from_template(
     Envoy::start(&config, listener, admin, concurrency)
 }
 
+/// A change a test makes to the rendered envoy.yaml: `from` (which must
+/// occur exactly once) becomes `to`. A test that differs from the shipped
+/// file says exactly where.
+pub struct Edit<'a> {
+    /// The text replaced.
+    pub from: &'a str,
+    /// What replaces it.
+    pub to: &'a str,
+}
+
+/// Starts Envoy from envoy.yaml like [`start_from_template`], with the
+/// module at `module`, the `edits` applied to the rendered text, and extra
+/// command-line `args`.
+pub fn start_edited(
+    backend: u16,
+    webdis: u16,
+    module: &std::path::Path,
+    plugin_config: &str,
+    concurrency: u32,
+    edits: &[Edit<'_>],
+    args: &[&str],
+) -> Result<Envoy, EnvoyFailed> {
+    let (listener, admin) = (free_port(), free_port());
+    let mut config = render(&EnvoyTemplate {
+        listener,
+        admin,
+        backend,
+        webdis,
+        module: module.display().to_string(),
+        plugin_config: Some(plugin_config.to_string()),
+    });
+    for e in edits {
+        assert_eq!(config.matches(e.from).count(), 1, "envoy.yaml has no single {:?}", e.from);
+        config = config.replacen(e.from, e.to, 1);
+    }
+    Envoy::start_with_args(&config, listener, admin, concurrency, args)
+}
+
 /// Why Envoy did not come up.
 #[derive(Debug)]
 pub struct EnvoyFailed {
@@ -137,6 +175,19 @@ impl Envoy {
     /// Starts Envoy with this config text (which listens on `port` and has
     /// its admin on `admin`) and waits until it is ready.
     pub fn start(config: &str, port: u16, admin: u16, concurrency: u32) -> Result<Envoy, EnvoyFailed> {
+        Envoy::start_with_args(config, port, admin, concurrency, &[])
+    }
+
+    /// The same with extra command-line arguments (e.g. `--config-yaml`,
+    /// which merges a bootstrap fragment into the config as platforms'
+    /// agents do).
+    pub fn start_with_args(
+        config: &str,
+        port: u16,
+        admin: u16,
+        concurrency: u32,
+        args: &[&str],
+    ) -> Result<Envoy, EnvoyFailed> {
         let dir = TempDir::new("envoy");
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, config).unwrap();
@@ -146,7 +197,8 @@ impl Envoy {
             .arg(&path)
             .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart"])
             .args(["--base-id", &base_id.to_string(), "--file-flush-interval-msec", "200"])
-            .args(["--log-level", "info"]);
+            .args(["--log-level", "info"])
+            .args(args);
         let log = dir.path().join("envoy.log");
         let mut process = Guard::spawn("envoy", cmd, &log);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -171,6 +223,12 @@ impl Envoy {
     pub fn stat(&self, name: &str) -> u64 {
         let text = admin_get(self.admin, &format!("/stats?filter=^{}$", name.replace('.', "\\."))).unwrap_or_default();
         text.lines().find_map(|l| l.strip_prefix(&format!("{name}: "))).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    }
+
+    /// GET `path` on the admin interface (e.g. `/stats/prometheus`,
+    /// `/config_dump`); empty if it does not answer.
+    pub fn admin(&self, path: &str) -> String {
+        admin_get(self.admin, path).unwrap_or_default()
     }
 
     /// All stats whose names match `filter` (a regex), as text.

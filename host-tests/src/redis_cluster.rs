@@ -37,7 +37,50 @@ impl RedisCluster {
         assert!(status.success(), "redis-cli --cluster create failed");
         let cluster = RedisCluster { nodes };
         cluster.wait_ok(Duration::from_secs(20));
+        // cluster_state:ok says nothing of replication: a replica may still
+        // be loading its first copy of its master.
+        for master in &cluster.nodes[..masters] {
+            cluster.wait_replicas_online(master, replicas, Duration::from_secs(60));
+        }
         cluster
+    }
+
+    /// Waits until `master` has `count` replicas with their link up.
+    pub fn wait_replicas_online(&self, master: &RedisServer, count: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let info = replication_info(master);
+            if replicas(&info).iter().filter(|r| r.online).count() >= count {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{count} replicas of {} not online in {timeout:?}:\n{info}",
+                master.port
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until a replica of `master` has acknowledged every write the
+    /// master had taken when this was called (its replication offset), so
+    /// that killing the master loses nothing. Replicas acknowledge once a
+    /// second; a loaded machine may take longer, hence `timeout`.
+    pub fn wait_replicated(&self, master: &RedisServer, timeout: Duration) {
+        let target = master_offset(&replication_info(master));
+        let deadline = Instant::now() + timeout;
+        loop {
+            let info = replication_info(master);
+            if replicas(&info).iter().any(|r| r.online && r.offset >= target) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica of {} acknowledged offset {target} in {timeout:?}:\n{info}",
+                master.port
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until every node reports `cluster_state:ok`.
@@ -80,4 +123,31 @@ impl RedisCluster {
         }
         panic!("no master owns slot {slot}");
     }
+}
+
+/// `INFO replication` of a node.
+fn replication_info(node: &RedisServer) -> String {
+    redis::cmd("INFO").arg("replication").query(&mut node.connect()).unwrap()
+}
+
+/// `master_repl_offset` of a master's `INFO replication`.
+fn master_offset(info: &str) -> u64 {
+    info.lines().find_map(|l| l.strip_prefix("master_repl_offset:")).and_then(|v| v.trim().parse().ok()).unwrap()
+}
+
+/// A replica as its master's `INFO replication` lists it
+/// (`slave0:ip=...,port=...,state=online,offset=...,lag=...`).
+struct Replica {
+    online: bool,
+    offset: u64,
+}
+
+fn replicas(info: &str) -> Vec<Replica> {
+    info.lines()
+        .filter(|l| l.starts_with("slave") && l.contains(":ip="))
+        .map(|l| {
+            let field = |name: &str| l.split([':', ',']).find_map(|kv| kv.strip_prefix(name)).unwrap_or("");
+            Replica { online: field("state=") == "online", offset: field("offset=").parse().unwrap_or(0) }
+        })
+        .collect()
 }

@@ -4,8 +4,9 @@
 use std::time::Duration;
 
 use crate::backend::Backend;
-use crate::envoy::{start_from_template, Envoy, EnvoyFailed};
+use crate::envoy::{start_edited, start_from_template, Edit, Envoy, EnvoyFailed};
 use crate::http::{agent, send, Answer};
+use crate::paths::dist;
 use crate::redis_server::RedisServer;
 use crate::webdis::Webdis;
 
@@ -43,6 +44,22 @@ impl Stack {
     pub fn start_with_upstream(plugin_config: &str, upstream: u16) -> Stack {
         Stack::launch_to(Some(plugin_config), 2, Some(upstream))
             .unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log))
+    }
+
+    /// Starts everything with envoy.yaml changed by `edits` and Envoy given
+    /// the extra command-line `args`; Envoy's log if it refuses.
+    pub fn start_edited(
+        plugin_config: &str,
+        concurrency: u32,
+        edits: &[Edit<'_>],
+        args: &[&str],
+    ) -> Result<Stack, EnvoyFailed> {
+        let redis = RedisServer::start();
+        let webdis = Webdis::start(redis.port);
+        let backend = Backend::start();
+        let module = dist("ratelimit.wasm");
+        let envoy = start_edited(backend.port, webdis.port, &module, plugin_config, concurrency, edits, args)?;
+        Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
     }
 
     fn launch(plugin_config: Option<&str>, concurrency: u32) -> Result<Stack, EnvoyFailed> {

@@ -1,6 +1,9 @@
 //! Exact admitted counts and header values for each algorithm.
 
+use std::time::Duration;
+
 use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin_config;
 
@@ -13,6 +16,8 @@ fn each_algorithm_admits_exactly_five_with_exact_headers_then_429() {
             format!(r#"{{"name":"{a}","match":{{"path_prefix":"/{a}"}},"key":["client_ip"],"limits":[{{"algorithm":"{a}","limit":5,"window":"1h"{burst}}}]}}"#)
         })
         .collect();
+    // fixed_window counts in one aligned hour: all of it in one.
+    start_clear_of_boundary(HOUR, Duration::from_secs(30));
     let stack = Stack::start(&plugin_config(&rules.join(",")));
     for algo in ["sliding_window", "fixed_window", "token_bucket", "sliding_log", "gcra"] {
         for expect_remaining in [4, 3, 2, 1, 0] {
@@ -47,6 +52,7 @@ fn response_headers_off_keeps_only_retry_after() {
     let rules =
         r#"{"name":"quiet","key":["client_ip"],"limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
     let config = plugin_config(rules).replace(r#""domain":"t","#, r#""domain":"t","response_headers":false,"#);
+    start_clear_of_boundary(HOUR, Duration::from_secs(30));
     let stack = Stack::start(&config);
     let ok = stack.get("/");
     assert_eq!((ok.status, ok.header("x-ratelimit-limit")), (200, None));

@@ -29,7 +29,7 @@ fn a_small_allkeys_redis_that_evicts_shows_the_warning_and_the_metric() {
     }
     assert_eq!(stack.get("/").status, 200);
     let warning = "ratelimit: Redis maxmemory-policy is allkeys-lru: under memory pressure it can evict live counters and silently lift limits; use volatile-ttl";
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let evicted_stat = stack.envoy.stat("wasmcustom.ratelimit.store.evicted_keys");
         let policy_stat = stack.envoy.stat("wasmcustom.ratelimit.store.evicting_policy");
@@ -54,7 +54,7 @@ fn a_volatile_ttl_redis_stays_quiet() {
         .arg("volatile-ttl")
         .query(&mut stack.redis.connect())
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while stack.envoy.stat("wasmcustom.ratelimit.store.used_memory_bytes") == 0 {
         assert!(Instant::now() < deadline, "the store's INFO never arrived");
         std::thread::sleep(Duration::from_millis(100));

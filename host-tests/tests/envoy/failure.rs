@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin_config;
 
@@ -15,6 +16,8 @@ const RULES: &str = r#"
 
 #[test]
 fn redis_down_then_back() {
+    // The fallback bucket and the fixed window count in one aligned hour.
+    start_clear_of_boundary(HOUR, Duration::from_secs(60));
     let mut stack = Stack::start(&plugin_config(RULES));
     assert_eq!(stack.get("/open").header("x-ratelimit-remaining"), Some("9"));
     stack.redis.process.stop();
@@ -38,7 +41,7 @@ fn redis_down_then_back() {
     // Back, empty. Within the breaker's open period plus a probe, the store
     // decides again: the full limit of 10, not the fallback share.
     stack.redis.restart(&[]);
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let a = stack.get("/closed");
         if a.status == 200 {
@@ -57,6 +60,7 @@ fn redis_down_then_back() {
 
 #[test]
 fn a_script_flush_mid_run_is_invisible_to_clients() {
+    start_clear_of_boundary(HOUR, Duration::from_secs(30));
     let stack = Stack::start(&plugin_config(RULES));
     let remaining = |s: &Stack| {
         let a = s.get("/closed");

@@ -6,6 +6,7 @@
 
 mod algorithms;
 mod bad_config;
+mod client_address;
 mod concurrency;
 mod deny_cache;
 mod envoy_config;
@@ -14,7 +15,9 @@ mod failure;
 mod hostile;
 mod identities;
 mod operators;
+mod prometheus;
 mod tokens;
+mod vm_failure;
 
 /// A plugin configuration with `rules` (a JSON array body) and a short
 /// breaker, calling webdis through the template's store cluster.

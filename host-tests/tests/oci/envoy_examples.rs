@@ -47,6 +47,21 @@ fn envoy_remote_yaml_as_shipped_is_valid() {
     validate(&config_text("envoy-remote.yaml"));
 }
 
+#[test]
+fn the_prometheus_stats_tags_fragment_is_valid_envoy_config() {
+    validate(&config_text("prometheus-stats-tags.yaml"));
+}
+
+#[test]
+fn both_envoy_files_reload_a_failed_vm() {
+    for file in ["envoy.yaml", "envoy-remote.yaml"] {
+        let v: Value = serde_norway::from_str(&config_text(file)).unwrap();
+        let config = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+            ["http_filters"][0]["typed_config"]["config"];
+        assert_eq!(config["failure_policy"].as_str(), Some("FAIL_RELOAD"), "{file}");
+    }
+}
+
 /// A config as YAML, `code` of the wasm filter and the cluster `wasm_source` taken out.
 fn without_module_source(text: &str) -> Value {
     let mut v: Value = serde_norway::from_str(text).unwrap();

@@ -5,9 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use host_tests::fleet::Fleet;
 use host_tests::redis_server::RedisServer;
+use host_tests::windows::{start_clear_of_boundary, DAY};
 
 use crate::{now_ms, plugin_config, scan_keys};
 
@@ -35,6 +37,8 @@ fn rules() -> String {
 
 #[test]
 fn three_proxies_sharing_one_redis_admit_exactly_the_limit_for_every_algorithm() {
+    // Keys carry the day's index and the counts are exact: all in one day.
+    start_clear_of_boundary(DAY, Duration::from_secs(180));
     let redis = RedisServer::start();
     let fleet = Arc::new(Fleet::start(redis.port, PROXIES, 2, &plugin_config(r#","timeout_ms":1000"#, "", &rules())));
     let day = now_ms() / DAY_MS;
