@@ -101,3 +101,20 @@ fn the_cluster_envoy_gateway_adds_is_valid_envoy_config() {
     let bootstrap = serde_json::json!({ "static_resources": { "clusters": [cluster] } });
     validate(&bootstrap.to_string());
 }
+
+#[test]
+fn the_llm_gateway_is_valid_and_its_plugin_configuration_loads() {
+    let text = config_text("llm-gateway.yaml");
+    let module = dist("ratelimit.wasm").display().to_string();
+    validate(&text.replace("/etc/envoy/ratelimit.wasm", &module));
+    let v: Value = serde_norway::from_str(&text).unwrap();
+    let config = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["http_filters"][0]["typed_config"]["config"];
+    assert_eq!(config["failure_policy"].as_str(), Some("FAIL_RELOAD"));
+    let plugin = config["configuration"]["value"].as_str().unwrap();
+    let loaded = ratelimit::store::load(plugin.as_bytes()).unwrap();
+    let rule = &loaded.rules[0];
+    assert!(rule.cost.after_response(), "tokens are charged after the response");
+    assert_eq!(rule.limits.len(), 2);
+    assert!(v["stats_config"]["stats_tags"][0]["tag_name"].as_str() == Some("rule"));
+}
