@@ -1,24 +1,31 @@
 -- fixed_window: one counter per window, the window index in its name (from
--- the caller's clock). The expiry is set only when the key has none, so it
--- is never pushed out and every window closes.
--- (A fragment of the driver's loop.)
-local key = KEYS[k]
-local count = tonumber(redis.call('GET', key)) or 0
-reset = window - now % window
-if count + cost <= limit then
-  allowed = true
-  remaining = limit - count - cost
-  writes[#writes + 1] = { 'INCRBY', key, cost }
-  writes[#writes + 1] = { 'PEXPIRE', key, reset, 'NX' }
-else
-  allowed = false
-  remaining = limit - count
-  if remaining < 0 then
-    remaining = 0
+-- the caller's clock, shifted by the client's offset when staggered). The
+-- counter is written with its expiry at the window's end (SET ... PX), so
+-- the expiry is never pushed out and a key never lives without one (no
+-- PEXPIRE NX, which needs Redis 7). A charge may take it past the limit:
+-- that debt ends with the window.
+local function fixed_window(key, op, amount, t, limit, window, writes)
+  local count = tonumber(redis.call('GET', key)) or 0
+  local reset = window - t % window
+  if op == 'g' then
+    count = count + amount
+    writes[#writes + 1] = { 'SET', key, count, 'PX', reset }
+    local remaining = floor0(limit - count)
+    if remaining >= 1 then
+      return true, remaining, reset, 0
+    end
+    return false, 0, reset, reset
   end
-  if cost > limit then
-    retry = -1
-  else
-    retry = reset
+  local remaining = floor0(limit - count)
+  if count + amount <= limit then
+    if op == 'u' then
+      writes[#writes + 1] = { 'SET', key, count + amount, 'PX', reset }
+      remaining = limit - count - amount
+    end
+    return true, remaining, reset, 0
   end
+  if amount > limit then
+    return false, remaining, reset, -1
+  end
+  return false, remaining, reset, reset
 end

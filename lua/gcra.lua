@@ -3,37 +3,43 @@
 -- 1/limit ms, so one request's emission interval is exactly `window` units;
 -- burst = requests allowed back to back (tolerance = burst intervals).
 -- State: "<ms>:<remainder in units>" = TAT; absent or past = idle.
--- (A fragment of the driver's loop.)
-local key = KEYS[k]
-local ahead = 0 -- (TAT - now) in units, never negative
-local state = redis.call('GET', key)
-if state then
-  local ms, rem = string.match(state, '^(%d+):(%d+)$')
-  if ms then
-    ahead = (tonumber(ms) - now) * limit + tonumber(rem)
-    if ahead < 0 then
-      ahead = 0
+-- A charge may push the TAT past the tolerance (a debt), by one more
+-- tolerance at most.
+local function gcra(key, op, amount, now, limit, window, burst, writes)
+  local ahead = 0 -- (TAT - now) in units, never negative
+  local state = redis.call('GET', key)
+  if state then
+    local ms, rem = string.match(state, '^(%d+):(%d+)$')
+    if ms then
+      ahead = floor0((tonumber(ms) - now) * limit + tonumber(rem))
     end
   end
-end
-local tolerance = burst * window
-local after = ahead + cost * window
-if after <= tolerance then
-  allowed = true
-  remaining = idiv(tolerance - after, window)
-  reset = cdiv(after, limit)
-  local ms = idiv(after, limit)
-  writes[#writes + 1] = { 'SET', key, string.format('%d:%d', now + ms, after - ms * limit), 'PX', reset }
-else
-  allowed = false
-  remaining = 0
-  if tolerance > ahead then
-    remaining = idiv(tolerance - ahead, window)
+  local tolerance = burst * window
+  local after = ahead + amount * window
+  if op == 'g' then
+    if after > 2 * tolerance then
+      after = 2 * tolerance
+    end
   end
-  reset = cdiv(ahead, limit)
-  if cost > burst then
-    retry = -1
-  else
-    retry = cdiv(after - tolerance, limit)
+  if op == 'g' or (op == 'u' and after <= tolerance) then
+    local ms = idiv(after, limit)
+    local reset = cdiv(after, limit)
+    writes[#writes + 1] = { 'SET', key, string.format('%d:%d', now + ms, after - ms * limit), 'PX', reset }
+    if op == 'u' then
+      return true, idiv(tolerance - after, window), reset, 0
+    end
+    if after + window <= tolerance then
+      return true, idiv(tolerance - after, window), reset, 0
+    end
+    return false, floor0(idiv(tolerance - after, window)), reset, cdiv(after + window - tolerance, limit)
   end
+  local remaining = floor0(idiv(tolerance - ahead, window))
+  local reset = cdiv(ahead, limit)
+  if after <= tolerance then
+    return true, remaining, reset, 0
+  end
+  if amount > burst then
+    return false, remaining, reset, -1
+  end
+  return false, remaining, reset, cdiv(after - tolerance, limit)
 end

@@ -1,8 +1,8 @@
 -- ratelimit decision script: prelude (shared helpers).
--- build.rs assembles it with the clock and the driver, into which it inlines
--- one fragment per algorithm: ONE script, one SHA-1 to EVALSHA. Redis runs
--- the whole text on every call, so the script defines as little as it can:
--- no closure or table per algorithm, only these helpers.
+-- build.rs assembles it with the clock, the algorithms and the driver into
+-- ONE script, one SHA-1 to EVALSHA. Redis runs the whole text on every call:
+-- the helpers and one function per algorithm are made once per call and
+-- used for every decision of the batch.
 --
 -- All state is kept in integers (Lua numbers are doubles: exact below 2^53),
 -- so every retry_after is exact to the millisecond.
@@ -34,4 +34,12 @@ local function posint(s)
     return x
   end
   return nil
+end
+
+-- max(x, 0)
+local function floor0(x)
+  if x < 0 then
+    return 0
+  end
+  return x
 end

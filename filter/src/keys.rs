@@ -15,13 +15,26 @@ use crate::algorithm::Algorithm;
 use crate::model::LimitSpec;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
-/// and the previous window's counter, the others one key.
-pub fn limit_keys(out: &mut Vec<String>, domain: &str, identity: &str, rule: &str, spec: &LimitSpec, now_ms: u64) {
+/// and the previous window's counter, the others one key. A fixed window
+/// staggered by `offset_ms` counts in windows shifted by that much, named
+/// `fo` instead of `fw` (turning staggering on starts fresh counters rather
+/// than mixing counts of differently aligned windows).
+pub fn limit_keys(
+    out: &mut Vec<String>,
+    domain: &str,
+    identity: &str,
+    rule: &str,
+    spec: &LimitSpec,
+    now_ms: u64,
+    offset_ms: Option<u64>,
+) {
     let window = spec.window_ms.max(1);
-    let index = now_ms / window;
+    let staggered = offset_ms.is_some() && spec.algorithm == Algorithm::FixedWindow;
+    let index = now_ms.saturating_add(if staggered { offset_ms.unwrap_or(0) } else { 0 }) / window;
+    let code = if staggered { "fo" } else { spec.algorithm.code() };
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
-    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{}:{window}", spec.algorithm.code());
+    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{code}:{window}");
     match spec.algorithm {
         Algorithm::SlidingWindow => {
             out.push(format!("{base}:{index}"));
@@ -53,7 +66,7 @@ mod tests {
     fn keys(algorithm: Algorithm, now: u64) -> Vec<String> {
         let spec = LimitSpec { algorithm, limit: 100, window_ms: 60_000, burst: 100 };
         let mut out = Vec::new();
-        limit_keys(&mut out, "shop", "k=abc", "api", &spec, now);
+        limit_keys(&mut out, "shop", "k=abc", "api", &spec, now, None);
         out
     }
 
@@ -83,5 +96,15 @@ mod tests {
         assert_eq!(keys(Algorithm::TokenBucket, 5), ["shop:{k=abc}:api:tb:60000"]);
         assert_eq!(keys(Algorithm::SlidingLog, 5), ["shop:{k=abc}:api:sl:60000"]);
         assert_eq!(keys(Algorithm::Gcra, 5), ["shop:{k=abc}:api:gc:60000"]);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_staggered_fixed_window_is_named_apart_and_indexed_by_its_shifted_window() {
+        let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 100, window_ms: 60_000, burst: 100 };
+        let mut out = Vec::new();
+        limit_keys(&mut out, "shop", "k", "api", &spec, 119_999, Some(1));
+        limit_keys(&mut out, "shop", "k", "api", &spec, 119_998, Some(1));
+        assert_eq!(out, ["shop:{k}:api:fo:60000:2", "shop:{k}:api:fo:60000:1"]);
     }
 }

@@ -51,6 +51,7 @@ mod tests {
         assert!(SCRIPT.starts_with(PRELUDE));
         assert!(SCRIPT.ends_with(BODY));
         assert!(!SCRIPT.lines().any(|l| l.starts_with("--") || l.starts_with(' ')));
-        assert!(SCRIPT.len() < 8 * 1024, "{} bytes", SCRIPT.len());
+        // Redis compiles it once per SHA-1; the text only travels on NOSCRIPT.
+        assert!(SCRIPT.len() < 16 * 1024, "{} bytes", SCRIPT.len());
     }
 }

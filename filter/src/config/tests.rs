@@ -269,14 +269,14 @@ fn costs_limits_and_headers_take_every_documented_form() {
 #[test]
 #[wasm_bindgen_test]
 fn a_body_cost_can_name_other_fields_for_streamed_bodies() {
-    let json = r#"{"store":{"cluster":"s"},"rules":[{"name":"claude","key":["header:x-api-key"],
+    let doc = r#"{"store":{"cluster":"s"},"rules":[{"name":"claude","key":["header:x-api-key"],
       "cost":{"response_body":{"json":["usage.input_tokens","usage.output_tokens"],
                                "event_stream":["message.usage.input_tokens","usage.output_tokens"]},"default":1},
       "limits":[{"limit":1000,"window":"1h"}]}]}"#;
-    let c = Config::parse(json.as_bytes()).unwrap();
+    let c = Config::parse(doc.as_bytes()).unwrap();
     let Cost::Response { source: UsageSource::Body { json, event_stream }, .. } = &c.rules[0].cost else { panic!() };
     assert_ne!(json, event_stream);
-    let only_sse = json.replace(r#""json":["usage.input_tokens","usage.output_tokens"],"#, "");
+    let only_sse = doc.replace(r#""json":["usage.input_tokens","usage.output_tokens"],"#, "");
     let c = Config::parse(only_sse.as_bytes()).unwrap();
     assert!(matches!(
         &c.rules[0].cost,

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use host_tests::backend::Backend;
 use host_tests::envoy::{start_edited, Edit, Envoy};
 use host_tests::http::{agent, send, Answer};
-use host_tests::raw_http::RawRequest;
 use host_tests::probe_module::write_probe;
 use host_tests::process::{free_port, TempDir};
+use host_tests::raw_http::RawRequest;
 use host_tests::stack::Stack;
 
 use crate::plugin_config;

@@ -5,7 +5,7 @@ use std::time::Instant;
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha, load, test_script};
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{LimitCall, ScriptCall};
+use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use ratelimit::decision::Decision;
 use ratelimit::model::LimitSpec;
 
@@ -31,8 +31,9 @@ impl Fixture {
 
     /// The call for `identity` deciding `limits` (one cost for all) at `now`.
     pub fn call(identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> ScriptCall {
-        let calls: Vec<LimitCall> = limits.iter().map(|s| LimitCall { rule: "r", spec: *s, cost }).collect();
-        ScriptCall::new("t", identity, now, &calls)
+        let calls: Vec<LimitCall> =
+            limits.iter().map(|s| LimitCall { rule: "r", spec: *s, op: Op::Use(cost), offset_ms: None }).collect();
+        ScriptCall::new("t", now, &[DecisionCall { identity, limits: &calls }])
     }
 
     /// Decides at `now` on both clocks (caller and test store clock).
