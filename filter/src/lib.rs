@@ -14,6 +14,7 @@ pub mod deny_cache;
 pub mod digest;
 pub mod fallback;
 pub mod fingerprint;
+pub mod id_map;
 pub mod identity;
 pub mod json;
 pub mod keys;

@@ -160,10 +160,13 @@ pub fn add_header(kind: u32, name: &str, value: &str) -> Result<(), Status> {
 
 /// A property by its path segments.
 pub fn property(path: &[&str]) -> Result<Option<Vec<u8>>, Status> {
+    // Segments separated by NUL (none after the last).
     let mut joined = Vec::new();
-    for p in path {
+    for (i, p) in path.iter().enumerate() {
+        if i > 0 {
+            joined.push(0);
+        }
         joined.extend_from_slice(p.as_bytes());
-        joined.push(0);
     }
     // SAFETY: a live slice and valid out-pointers.
     with_buffer(|d, s| unsafe { proxy_get_property(joined.as_ptr(), joined.len(), d, s) })

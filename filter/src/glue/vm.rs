@@ -9,7 +9,9 @@
 //! unchanged.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::id_map::IdMap;
 
 use super::host::{now_ms, HostCalls, MetricIds, StoreTarget};
 use crate::config::Config;
@@ -83,9 +85,9 @@ pub enum Deferred {
 #[derive(Default)]
 pub struct Vm {
     /// Plugins by root context id.
-    pub plugins: HashMap<u32, Plugin>,
+    pub plugins: IdMap<u32, Plugin>,
     /// Live streams of our plugins: stream context id -> root context id.
-    pub streams: HashMap<u32, u32>,
+    pub streams: IdMap<u32, u32>,
 }
 
 thread_local! {

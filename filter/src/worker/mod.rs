@@ -18,7 +18,7 @@ mod usage_watch;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use crate::id_map::IdMap;
 
 pub use error_log::ErrorLog;
 pub use host::Host;
@@ -129,11 +129,11 @@ impl StreamState {
 #[derive(Debug)]
 pub struct Worker {
     config: Config,
-    streams: HashMap<u32, StreamState>,
-    charges: HashMap<u64, PendingCharge>,
+    streams: IdMap<u32, StreamState>,
+    charges: IdMap<u64, PendingCharge>,
     next_charge: u64,
     queue: Batcher<Queued>,
-    flights: HashMap<u32, Flight>,
+    flights: IdMap<u32, Flight>,
     info: Option<(u32, u64)>,
     errors: ErrorLog,
     stats: stats::StatsWatch,
@@ -148,11 +148,11 @@ impl Worker {
     pub fn new(config: Config) -> Worker {
         Worker {
             config,
-            streams: HashMap::new(),
-            charges: HashMap::new(),
+            streams: IdMap::default(),
+            charges: IdMap::default(),
             next_charge: 0,
             queue: Batcher::new(MAX_QUEUED),
-            flights: HashMap::new(),
+            flights: IdMap::default(),
             info: None,
             errors: ErrorLog::default(),
             stats: stats::StatsWatch::default(),

@@ -38,18 +38,31 @@ impl Kind {
     }
 
     /// The same with `store_extra` fields in `store` and `extra` top-level
-    /// fields (each starting with a comma; a repeated field wins).
+    /// fields (each starting with a comma; a field given again replaces the
+    /// default: the filter refuses a field given twice).
     pub fn config_full(self, rules: &str, store_extra: &str, extra: &str) -> String {
         let store = match self {
             Kind::Webdis => format!(r#""transport":"webdis","cluster":"{CLUSTER}""#),
             Kind::Redis => format!(r#""transport":"redis","cluster":"{CLUSTER}?db=0""#),
         };
-        format!(
-            r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},
-                "stats_interval":"1h"{store_extra}}},
-                "rules":[{rules}]{extra}}}"#
-        )
+        let store = merge(
+            &format!(r#"{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h""#),
+            store_extra,
+        );
+        let top = merge(&format!(r#""domain":"t","store":{store},"rules":[{rules}]"#), extra);
+        top.to_string()
     }
+}
+
+/// The object `{base}` with the fields of `,extra` added, replacing any of
+/// the same name.
+fn merge(base: &str, extra: &str) -> serde_json::Value {
+    let mut object: serde_json::Value = serde_json::from_str(&format!("{{{base}}}")).unwrap();
+    let extra: serde_json::Value = serde_json::from_str(&format!("{{{}}}", extra.trim_start_matches(','))).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        object[k] = v.clone();
+    }
+    object
 }
 
 /// A real Redis, and webdis in front of it for the webdis build.

@@ -77,7 +77,7 @@ fn webdis_a_second_noscript_is_a_store_error() {
     assert_eq!(commands(&host.calls()), ["EVALSHA", "SCRIPT LOAD", "EVALSHA"]);
     assert_eq!(
         host.logs_containing("store errors"),
-        ["ratelimit: script still missing after loading it (store errors on this worker: 1)"]
+        ["ratelimit: script still missing after loading it (1 store errors on this worker since the last such line)"]
     );
     // The next request starts afresh (the script is loaded for real now).
     assert_eq!(host.send(0, Request::get("/api")).status, 200);
@@ -92,7 +92,7 @@ fn webdis_a_failed_script_load_is_a_store_error() {
     assert_eq!(commands(&host.calls()), ["EVALSHA", "SCRIPT LOAD"]);
     assert_eq!(
         host.logs_containing("store errors"),
-        ["ratelimit: redis error: ERR Error compiling script (store errors on this worker: 1)"]
+        ["ratelimit: redis error: ERR Error compiling script (1 store errors on this worker since the last such line)"]
     );
     assert_eq!(servers.command_calls("script|load"), 1, "only the fixture's own load reached Redis");
 }

@@ -40,7 +40,7 @@ fn a_lost_reply_fails_at_the_timeout_exactly(kind: Kind) {
     if kind == Kind::Webdis {
         assert_eq!(
             host.logs_containing("store answered HTTP 504"),
-            ["ratelimit: store answered HTTP 504 (store errors on this worker: 1)"]
+            ["ratelimit: store answered HTTP 504 (1 store errors on this worker since the last such line)"]
         );
     }
 }
