@@ -46,20 +46,22 @@ impl Drop for Backend {
 }
 
 /// Reads one HTTP/1.1 request (head and content-length body) from a
-/// keep-alive connection; `None` when the connection ends.
+/// keep-alive connection; `None` when the connection ends. Header values
+/// are bytes: a value that is not UTF-8 is passed on by Envoy as is.
 pub fn read_request(reader: &mut impl BufRead) -> Option<()> {
     let mut length = 0usize;
-    let mut line = String::new();
+    let mut line = Vec::new();
     loop {
         line.clear();
-        if reader.read_line(&mut line).ok()? == 0 {
+        if reader.read_until(b'\n', &mut line).ok()? == 0 {
             return None;
         }
-        if line == "\r\n" {
+        if line == b"\r\n" {
             break;
         }
-        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
+        let lower = line.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix(b"content-length:") {
+            length = String::from_utf8_lossy(v).trim().parse().unwrap_or(0);
         }
     }
     let mut body = vec![0; length];

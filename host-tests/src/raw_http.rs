@@ -80,3 +80,23 @@ impl RawRequest {
         Some(Answer { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
     }
 }
+
+/// Sends `method target` over HTTP/2 without TLS (h2c, prior knowledge)
+/// with `curl`, header values as raw bytes; the status, `None` when there
+/// was no response. HTTP/2 carries a method as written (`post`), where
+/// Envoy's HTTP/1.1 codec refuses it.
+pub fn h2c_status(port: u16, method: &str, target: &str, headers: &[(&str, &[u8])]) -> Option<u16> {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge", "--max-time", "10"]);
+    cmd.args(["-X", method]);
+    for (name, value) in headers {
+        let mut h = format!("{name}: ").into_bytes();
+        h.extend_from_slice(value);
+        cmd.arg("-H").arg(OsString::from_vec(h));
+    }
+    cmd.arg(format!("http://127.0.0.1:{port}{target}"));
+    let out = cmd.output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok().filter(|s| *s != 0)
+}

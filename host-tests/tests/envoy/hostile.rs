@@ -4,7 +4,7 @@
 //! method, query bytes that are not UTF-8, an empty key.
 
 use host_tests::http::Answer;
-use host_tests::raw_http::RawRequest;
+use host_tests::raw_http::{h2c_status, RawRequest};
 use host_tests::stack::Stack;
 
 /// Every place a request reaches the filter, one rule each, limit 2 per hour
@@ -53,6 +53,13 @@ fn bytes_that_are_not_utf8_in_any_header_the_filter_reads_are_decided_and_break_
         ("the authority", get(b"/h/a").header("host", b"h\xff.example")),
         ("the method", RawRequest::new("P\u{ff}ST", b"/p/a")),
     ];
+    // The same bytes over h2c.
+    for (name, value) in
+        [("x-api-key", &b"\xfd\xfc"[..]), ("x-tier", b"\xfffree"), ("x-forwarded-for", b"\xff, 10.0.0.1")]
+    {
+        let got = h2c_status(stack.envoy.port, "GET", "/k/h2", &[(name, value)]);
+        assert!(matches!(got, Some(200 | 400 | 429)), "h2c {name}: {got:?}");
+    }
     for (what, req) in &hostile {
         // Whatever Envoy's codec makes of it (400 for bytes it refuses), the
         // filter decides or never sees it: never a reset, never a 5xx.
@@ -103,9 +110,11 @@ fn rewriting_a_request_never_buys_a_fresh_budget() {
     let got: Vec<Option<u16>> = hosts.iter().map(|h| status(&stack, &get(b"/h/").header("host", h))).collect();
     assert_eq!(got, [Some(200), Some(200), Some(429), Some(429)]);
 
-    // A lower-case post is a POST.
+    // A lower-case post is a POST: over h2c it reaches the filter (Envoy's
+    // HTTP/1.1 codec refuses it with its own 400).
     assert_eq!(status(&stack, &RawRequest::new("POST", b"/p/")), Some(200));
-    assert_eq!(status(&stack, &RawRequest::new("post", b"/p/")), Some(429));
+    assert_eq!(h2c_status(stack.envoy.port, "post", "/p/", &[]), Some(429));
+    assert_eq!(status(&stack, &RawRequest::new("post", b"/p/")), Some(400));
 
     // Query bytes that are not UTF-8 stay distinct clients.
     assert_eq!(status(&stack, &get(b"/q/?user=%FF")), Some(200));

@@ -28,21 +28,15 @@ const RULES: &str = r#"
 const RULE_NAMES: [&str; 5] = ["api", "store", "a-b_c", "fallback_1", "login-2"];
 
 /// The per-rule events, as the filter names them.
-const EVENTS: [&str; 8] = [
-    "allowed",
-    "denied",
-    "shadow_denied",
-    "deny_cache_hits",
-    "store_errors",
-    "fallback_allowed",
-    "fallback_denied",
-    "fail_closed",
-];
+fn events() -> Vec<&'static str> {
+    ratelimit::metrics::Event::ALL.iter().map(|e| e.name()).collect()
+}
 
 /// The families the filter's stats become, with their types.
 fn expected_families() -> BTreeMap<String, &'static str> {
-    let mut f: BTreeMap<String, &str> = EVENTS.iter().map(|e| (format!("ratelimit_{e}"), "counter")).collect();
+    let mut f: BTreeMap<String, &str> = events().iter().map(|e| (format!("ratelimit_{e}"), "counter")).collect();
     f.insert("ratelimit_store_calls".into(), "counter");
+    f.insert("ratelimit_store_decisions".into(), "counter");
     f.insert("ratelimit_store_latency_ms".into(), "histogram");
     for g in ["evicted_keys", "used_memory_bytes", "maxmemory_bytes", "evicting_policy"] {
         f.insert(format!("ratelimit_store_{g}"), "gauge");
@@ -59,7 +53,7 @@ fn check_names(scrape: &Scrape) {
     assert_eq!(families, expected_families(), "the filter's families in /stats/prometheus");
     let rules: BTreeSet<BTreeMap<String, String>> =
         RULE_NAMES.iter().map(|r| BTreeMap::from([("rule".to_string(), r.to_string())])).collect();
-    for e in EVENTS {
+    for e in events() {
         let samples = &scrape.samples[&format!("ratelimit_{e}")];
         let labels: BTreeSet<BTreeMap<String, String>> = samples.iter().map(|s| s.labels.clone()).collect();
         assert_eq!((samples.len(), labels), (RULE_NAMES.len(), rules.clone()), "ratelimit_{e}");
@@ -69,6 +63,7 @@ fn check_names(scrape: &Scrape) {
         assert!(scrape.samples[name][0].labels.is_empty(), "{name} has labels");
     }
     assert!(scrape.samples["ratelimit_store_calls"].iter().all(|s| s.labels.is_empty()));
+    assert!(scrape.samples["ratelimit_store_decisions"].iter().all(|s| s.labels.is_empty()));
 }
 
 fn scrape(envoy: &Envoy) -> Scrape {
@@ -116,7 +111,7 @@ fn every_per_rule_event_is_one_family_with_a_rule_label_and_the_dashboard_querie
         ("login-2", "fail_closed", 1.0),
     ];
     for rule in RULE_NAMES {
-        for e in EVENTS {
+        for e in events() {
             let want = expected.iter().find(|(r, ev, _)| *r == rule && *ev == e).map_or(0.0, |x| x.2);
             assert_eq!(scrape.value(&format!("ratelimit_{e}"), &[("rule", rule)]), Some(want), "{rule} {e}");
         }
