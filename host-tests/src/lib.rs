@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod bench;
 pub mod envoy;
+pub mod fake_store;
 pub mod file_server;
 pub mod fleet;
 pub mod http;

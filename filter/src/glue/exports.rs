@@ -48,13 +48,12 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
                 config.store.cluster,
                 crate::script::sha1_hex()
             );
-            let period = u32::try_from(config.store.stats_interval.ms()).unwrap_or(u32::MAX);
             let plugin = Plugin::new(root, config);
             #[cfg(feature = "redis")]
             if plugin.target.transport == crate::config::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
             }
-            let _ = abi::set_tick_period(period);
+            plugin.sync_tick(None);
             u32::from(with_vm(|vm| vm.plugins.insert(root, plugin)).is_some())
         }
         Err(e) => {
@@ -75,7 +74,9 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, _end_o
         let root = *vm.streams.get(&context)?;
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
-        Some(worker.on_request(&host, context, &HostRequest))
+        let action = worker.on_request(&host, context, &HostRequest);
+        plugin.sync_tick(Some(context));
+        Some(action)
     });
     match action.flatten() {
         Some(Action::Pause) => PAUSE,
@@ -88,8 +89,11 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
     // Busy: this is the response of our own local reply, which carries its headers.
     let headers = with_vm(|vm| {
         let root = *vm.streams.get(&context)?;
-        let (worker, host) = vm.plugins.get_mut(&root)?.split(Some(context));
-        Some(worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0))
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        let headers = worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0);
+        plugin.sync_tick(Some(context));
+        Some(headers)
     });
     for (name, value) in headers.flatten().unwrap_or_default() {
         let _ = abi::add_header(abi::RESPONSE_HEADERS, name, &value);
@@ -103,7 +107,8 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
 pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_stream: u32) -> u32 {
     with_vm(|vm| {
         let root = *vm.streams.get(&context)?;
-        let (worker, host) = vm.plugins.get_mut(&root)?.split(Some(context));
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
         if !worker.reads_body(context) {
             return None;
         }
@@ -111,6 +116,7 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
         // then comes out missing or garbled, and the default is charged.
         let chunk = abi::buffer(abi::RESPONSE_BODY, 0, size).ok().flatten().unwrap_or_default();
         worker.on_response_body(&host, context, &chunk, end_of_stream != 0);
+        plugin.sync_tick(Some(context));
         Some(())
     });
     CONTINUE

@@ -30,6 +30,8 @@ pub struct Plugin {
     pub target: StoreTarget,
     /// Jitter's random state.
     pub rng: Cell<u64>,
+    /// The timer period last set.
+    pub tick_ms: Cell<u64>,
     /// The Redis transport's connection state.
     #[cfg(feature = "redis")]
     pub redis: super::redis::RedisLink,
@@ -43,9 +45,28 @@ impl Plugin {
             metrics: MetricIds::define(&config),
             target: StoreTarget::of(&config),
             rng: Cell::new(now_ms() ^ (u64::from(root) << 32)),
+            tick_ms: Cell::new(0),
             #[cfg(feature = "redis")]
             redis: super::redis::RedisLink::new(&config.store),
-            worker: Worker::new(config),
+            worker: Worker::new(config, now_ms()),
+        }
+    }
+
+    /// Sets the root's timer to what the worker needs now, if that changed
+    /// (`current`: the stream whose callback runs, made effective again).
+    pub fn sync_tick(&self, current: Option<u32>) {
+        let want = self.worker.tick_period_ms();
+        if want == self.tick_ms.get() {
+            return;
+        }
+        // The timer is the root context's.
+        if super::abi::set_effective_context(self.root).is_ok()
+            && super::abi::set_tick_period(u32::try_from(want).unwrap_or(u32::MAX)).is_ok()
+        {
+            self.tick_ms.set(want);
+        }
+        if let Some(stream) = current {
+            let _ = super::abi::set_effective_context(stream);
         }
     }
 
@@ -140,6 +161,7 @@ fn handle(vm: &mut Vm, event: Deferred) {
             if let Some(p) = vm.plugins.get_mut(&root) {
                 let (worker, host) = p.split(None);
                 worker.on_answer(&host, token, answer);
+                p.sync_tick(None);
             }
         }
         Deferred::Delete(context) => end_context(vm, context),
@@ -147,6 +169,7 @@ fn handle(vm: &mut Vm, event: Deferred) {
             if let Some(p) = vm.plugins.get_mut(&root) {
                 let (worker, host) = p.split(None);
                 worker.on_tick(&host);
+                p.sync_tick(None);
             }
         }
     }
@@ -158,6 +181,7 @@ pub fn end_context(vm: &mut Vm, context: u32) {
         if let Some(p) = vm.plugins.get_mut(&root) {
             let (worker, host) = p.split(None);
             worker.on_stream_end(&host, context);
+            p.sync_tick(None);
         }
     } else {
         vm.plugins.remove(&context);

@@ -11,6 +11,8 @@ pub trait Batchable {
     fn slot(&self) -> u16;
     /// An upper bound of the bytes it adds to a call.
     fn size(&self) -> usize;
+    /// When it was queued (ms).
+    fn since_ms(&self) -> u64;
 }
 
 /// How one call is filled.
@@ -50,6 +52,11 @@ impl<T: Batchable> Batcher<T> {
     /// Decisions waiting.
     pub fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// When the oldest waiting decision was queued.
+    pub fn oldest_since_ms(&self) -> Option<u64> {
+        self.queue.front().map(Batchable::since_ms)
     }
 
     /// Whether nothing waits.
@@ -114,6 +121,9 @@ mod tests {
         }
         fn size(&self) -> usize {
             self.2
+        }
+        fn since_ms(&self) -> u64 {
+            u64::from(self.0)
         }
     }
 

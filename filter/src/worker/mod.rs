@@ -76,6 +76,9 @@ struct PendingCharge {
     amount: u64,
 }
 
+/// The shortest timer period the worker asks for.
+pub const MIN_TICK_MS: u64 = 5;
+
 /// Charges waiting or in flight per worker at most.
 pub const MAX_CHARGES: usize = 4096;
 
@@ -85,6 +88,8 @@ struct Queued {
     owner: Owner,
     slot: u16,
     size: usize,
+    /// When it was queued.
+    since_ms: u64,
 }
 
 impl Batchable for Queued {
@@ -93,6 +98,9 @@ impl Batchable for Queued {
     }
     fn size(&self) -> usize {
         self.size
+    }
+    fn since_ms(&self) -> u64 {
+        self.since_ms
     }
 }
 
@@ -135,6 +143,8 @@ pub struct Worker {
     queue: Batcher<Queued>,
     flights: IdMap<u32, Flight>,
     info: Option<(u32, u64)>,
+    /// When the store's INFO was last asked for.
+    last_info_ms: Option<u64>,
     errors: ErrorLog,
     stats: stats::StatsWatch,
     /// The stream whose request callback is running: its outcome is
@@ -144,8 +154,9 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// A worker for `config`.
-    pub fn new(config: Config) -> Worker {
+    /// A worker for `config`, started at `now_ms` (the first INFO is asked
+    /// for one `stats_interval` later).
+    pub fn new(config: Config, now_ms: u64) -> Worker {
         Worker {
             config,
             streams: IdMap::default(),
@@ -154,6 +165,7 @@ impl Worker {
             queue: Batcher::new(MAX_QUEUED),
             flights: IdMap::default(),
             info: None,
+            last_info_ms: Some(now_ms),
             errors: ErrorLog::default(),
             stats: stats::StatsWatch::default(),
             current: None,
@@ -197,7 +209,7 @@ impl Worker {
         self.current = Some(stream);
         for decision in waiting {
             let owner = Owner::Stream { stream, decision };
-            let Some(item) = self.queued(owner) else { continue };
+            let Some(item) = self.queued(owner, now) else { continue };
             if let Err(item) = self.queue.push(item) {
                 self.deliver(host, item.owner, Err(StoreError::Overloaded), now);
             }
@@ -236,8 +248,8 @@ impl Worker {
         }
     }
 
-    /// The queue entry for a decision whose owner is alive.
-    fn queued(&self, owner: Owner) -> Option<Queued> {
+    /// The queue entry for a decision whose owner is alive, queued at `now`.
+    fn queued(&self, owner: Owner, now: u64) -> Option<Queued> {
         let (limits, identity, slot) = self.decision_of(owner)?;
         let size = match self.config.store.transport {
             Transport::Webdis => {
@@ -246,7 +258,7 @@ impl Worker {
             }
             Transport::Redis => 0,
         };
-        Some(Queued { owner, slot, size })
+        Some(Queued { owner, slot, size, since_ms: now })
     }
 
     /// Carries out an outcome known inside the request callback.
@@ -272,20 +284,47 @@ impl Worker {
         }
     }
 
+    /// How one call is filled.
+    fn fill(&self) -> Fill {
+        Fill {
+            max_decisions: self.config.store.batching.max_decisions.get() as usize,
+            one_slot: self.config.store.redis_cluster,
+            max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
+        }
+    }
+
     /// Sends calls while fewer than the configured number are in flight
     /// and decisions wait.
     fn pump<H: Host>(&mut self, host: &H) {
-        let batching = self.config.store.batching;
-        let fill = Fill {
-            max_decisions: batching.max_decisions.get() as usize,
-            one_slot: self.config.store.redis_cluster,
-            max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
-        };
-        while self.flights.len() < batching.max_in_flight.get() as usize && !self.queue.is_empty() {
-            let batch: Vec<Queued> = self.queue.take(fill);
-            let now = host.now_ms();
-            let Some(flight) = self.flight(&batch, now) else { continue };
+        let fill = self.fill();
+        while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
+            self.send_next(host, fill);
+        }
+    }
+
+    /// Sends the next call from the queue.
+    fn send_next<H: Host>(&mut self, host: &H, fill: Fill) {
+        let batch: Vec<Queued> = self.queue.take(fill);
+        if let Some(flight) = self.flight(&batch, host.now_ms()) {
             self.send(host, flight, Message::Evalsha, false);
+        }
+    }
+
+    /// How long a decision may wait for a call slot before it goes in a
+    /// call of its own anyway: half the store timeout, so that a store that
+    /// stalls every call in flight holds a queued decision for at most
+    /// about one and a half timeouts, not two.
+    fn max_wait_ms(&self) -> u64 {
+        (self.config.store.timeout.ms() / 2).max(MIN_TICK_MS)
+    }
+
+    /// The timer period the worker needs: short while decisions wait (to
+    /// release them after `max_wait_ms`), the INFO interval otherwise.
+    pub fn tick_period_ms(&self) -> u64 {
+        if self.queue.is_empty() {
+            self.config.store.stats_interval.ms()
+        } else {
+            self.max_wait_ms().min(self.config.store.stats_interval.ms())
         }
     }
 
@@ -458,7 +497,7 @@ impl Worker {
             return;
         }
         self.charges.insert(id, pending);
-        let queued = self.queued(Owner::Charge(id)).map(|q| self.queue.push(q));
+        let queued = self.queued(Owner::Charge(id), now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
             self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
         }
@@ -580,12 +619,19 @@ impl Worker {
         }
     }
 
-    /// The timer: gives up on calls the host never answered, and asks the
-    /// store for its INFO (one at a time).
+    /// The timer: gives up on calls the host never answered, sends
+    /// decisions that waited too long for a call slot, and asks the store
+    /// for its INFO every `stats_interval` (one at a time).
     pub fn on_tick<H: Host>(&mut self, host: &H) {
         let now = host.now_ms();
         self.sweep(host, now);
-        if self.info.is_none() {
+        let fill = self.fill();
+        while self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms()) {
+            self.send_next(host, fill);
+        }
+        let due = self.last_info_ms.is_none_or(|t| now.saturating_sub(t) >= self.config.store.stats_interval.ms());
+        if self.info.is_none() && due {
+            self.last_info_ms = Some(now);
             match host.send(&transport::info(self.config.store.transport), false) {
                 Ok(token) => self.info = Some((token, now)),
                 Err(e) => self.on_info(host, Err(e)),

@@ -115,7 +115,7 @@ impl ResponseSource for NoHeaders {
 }
 
 fn config(extra_store: &str, rules: &str) -> Config {
-    let json = format!(r#"{{"domain":"t","store":{{"cluster":"s","timeout_ms":25{extra_store}}},"rules":[{rules}]}}"#);
+    let json = format!(r#"{{"domain":"t","store":{{"cluster":"s"{extra_store}}},"rules":[{rules}]}}"#);
     Config::parse(json.as_bytes()).unwrap()
 }
 
@@ -139,7 +139,7 @@ const DENY: [i64; 4] = [0, 0, 60_000, 5_000];
 #[wasm_bindgen_test]
 fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API));
+    let mut w = Worker::new(config("", API), NOW);
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
     assert_eq!(host.sent.borrow().len(), 1);
     w.on_answer(&host, host.token(0), ints(&ALLOW));
@@ -153,7 +153,7 @@ fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
 #[wasm_bindgen_test]
 fn decisions_arriving_while_every_call_is_out_leave_together_in_arrival_order() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":8}"#, API));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":8}"#, API), NOW);
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/api", "b"));
     w.on_request(&host, 4, &user("/api", "a"));
@@ -180,7 +180,7 @@ fn decisions_arriving_while_every_call_is_out_leave_together_in_arrival_order() 
 #[wasm_bindgen_test]
 fn one_call_carries_at_most_max_decisions() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":2}"#, API));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":2}"#, API), NOW);
     for s in 0..6 {
         w.on_request(&host, 10 + s, &user("/api", &format!("u{s}")));
     }
@@ -196,7 +196,7 @@ fn one_call_carries_at_most_max_decisions() {
 #[wasm_bindgen_test]
 fn a_cluster_call_carries_decisions_of_one_slot_only() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","redis_cluster":true,"batch":{"max_in_flight":1}"#, API));
+    let mut w = Worker::new(config(r#","redis_cluster":true,"batch":{"max_in_flight":1}"#, API), NOW);
     w.on_request(&host, 1, &user("/api", "first"));
     for (s, u) in [(2, "a"), (3, "b"), (4, "a"), (5, "b")] {
         w.on_request(&host, s, &user("/api", u));
@@ -214,7 +214,7 @@ fn a_cluster_call_carries_decisions_of_one_slot_only() {
 #[wasm_bindgen_test]
 fn noscript_loads_the_script_and_resends_the_same_batch_once() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
     w.on_request(&host, 3, &user("/api", "c"));
@@ -233,7 +233,7 @@ fn noscript_loads_the_script_and_resends_the_same_batch_once() {
 #[wasm_bindgen_test]
 fn a_failed_batch_sends_each_decision_to_its_own_rules_policy_and_counts_once() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), NOW);
     w.on_request(&host, 1, &user("/api", "first"));
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/login", "b"));
@@ -252,7 +252,7 @@ fn a_failed_batch_sends_each_decision_to_its_own_rules_policy_and_counts_once() 
 #[wasm_bindgen_test]
 fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
     w.on_request(&host, 1, &user("/api", "first"));
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/api", "b"));
@@ -274,7 +274,7 @@ fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
 #[wasm_bindgen_test]
 fn a_host_that_never_answers_holds_no_request_and_no_memory() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API));
+    let mut w = Worker::new(config(r#","timeout_ms":25,"batch":{"max_in_flight":1}"#, API), NOW);
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
     host.now.set(NOW + 25 + UNANSWERED_GRACE_MS);
@@ -294,7 +294,7 @@ fn a_host_that_never_answers_holds_no_request_and_no_memory() {
 #[wasm_bindgen_test]
 fn unknown_tokens_and_answers_of_the_wrong_size_are_harmless() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API));
+    let mut w = Worker::new(config("", API), NOW);
     w.on_answer(&host, 12345, ints(&ALLOW));
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_answer(&host, host.token(0), ints(&[1, 2, 3]));
@@ -306,7 +306,7 @@ fn unknown_tokens_and_answers_of_the_wrong_size_are_harmless() {
 #[wasm_bindgen_test]
 fn the_deny_cache_answers_before_anything_is_queued() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API));
+    let mut w = Worker::new(config("", API), NOW);
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_answer(&host, host.token(0), ints(&DENY));
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
@@ -320,10 +320,10 @@ fn the_deny_cache_answers_before_anything_is_queued() {
 fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
     let host = FakeHost::new();
     host.fail_send.set(true);
-    let mut w = Worker::new(config("", LOGIN));
+    let mut w = Worker::new(config("", LOGIN), NOW);
     assert_eq!(w.on_request(&host, 1, &user("/login", "a")), Action::Pause);
     assert_eq!(host.replied.borrow()[0].1.status, 503);
-    let mut w = Worker::new(config("", API));
+    let mut w = Worker::new(config("", API), NOW);
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Continue, "open: the fallback admits now");
     assert!(host.resumed.borrow().is_empty(), "continued, not resumed");
 }
@@ -332,7 +332,7 @@ fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
 #[wasm_bindgen_test]
 fn the_queue_is_bounded() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN));
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN), NOW);
     for s in 0..(MAX_QUEUED as u32 + 2) {
         w.on_request(&host, s, &user("/login", &format!("u{s}")));
     }
@@ -344,7 +344,7 @@ fn the_queue_is_bounded() {
 #[wasm_bindgen_test]
 fn store_errors_are_logged_once_per_interval_with_a_count() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","circuit_breaker":{"failures":1000}"#, API));
+    let mut w = Worker::new(config(r#","circuit_breaker":{"failures":1000}"#, API), NOW);
     for s in 0..5 {
         w.on_request(&host, s, &user("/api", "a"));
         w.on_answer(&host, host.token(s as usize), Answer::Http { status: Some(503), body: Vec::new() });
@@ -357,4 +357,28 @@ fn store_errors_are_logged_once_per_interval_with_a_count() {
         host.warnings.borrow()[1],
         "ratelimit: store answered HTTP 503 (5 store errors on this worker since the last such line)"
     );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_decision_waits_for_a_call_slot_half_a_timeout_at_most() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","timeout_ms":100,"batch":{"max_in_flight":1},"stats_interval":"1h""#, API), NOW);
+    assert_eq!(w.tick_period_ms(), 3_600_000, "nothing waits: the INFO interval");
+    w.on_request(&host, 1, &user("/api", "a"));
+    w.on_request(&host, 2, &user("/api", "b"));
+    assert_eq!(w.tick_period_ms(), 50, "a decision waits: half the timeout");
+    host.now.set(NOW + 49);
+    w.on_tick(&host);
+    let evalshas = || host.sent.borrow().iter().filter(|(_, w)| matches!(w, Wire::Http { path: "/", .. })).count();
+    assert_eq!(evalshas(), 1, "the slot may still free up");
+    host.now.set(NOW + 50);
+    w.on_tick(&host);
+    assert_eq!(evalshas(), 2, "sent in a call of its own, past the in-flight bound");
+    assert_eq!(w.tick_period_ms(), 3_600_000);
+    let tokens: Vec<u32> =
+        host.sent.borrow().iter().filter(|(_, w)| matches!(w, Wire::Http { path: "/", .. })).map(|(t, _)| *t).collect();
+    w.on_answer(&host, tokens[1], ints(&ALLOW));
+    w.on_answer(&host, tokens[0], ints(&ALLOW));
+    assert_eq!(*host.resumed.borrow(), [2, 1]);
 }

@@ -84,6 +84,8 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
     let stack = Arc::new(start(1000, "1s"));
     assert_eq!(remaining(&get(&stack, "/closed", "warm")), Some("999"));
     let timeouts_before = stack.envoy.stat(TIMEOUTS);
+    let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
+    let decisions_before = stack.envoy.stat("wasmcustom.ratelimit.store_decisions");
     stack.redis.process.signal("STOP");
     let threads: Vec<_> = (0..6)
         .map(|t| {
@@ -105,8 +107,12 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
         ms[ms.len() / 2],
         ms[ms.len() - 1]
     );
-    // Every decision waited for its one store call's timeout, and no longer.
-    assert_eq!(stack.envoy.stat(TIMEOUTS) - timeouts_before, 36, "store calls that timed out");
+    // Every decision waited for its store call's timeout, and no longer:
+    // 36 decisions, in as many calls as batching made, every one timed out.
+    let calls = stack.envoy.stat("wasmcustom.ratelimit.store_calls") - calls_before;
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.store_decisions") - decisions_before, 36);
+    assert!((1..=36).contains(&calls), "{calls} calls");
+    assert_eq!(stack.envoy.stat(TIMEOUTS) - timeouts_before, calls, "store calls that timed out");
     for (a, ms) in &answers {
         assert!(*ms < BOUND_MS, "a decision took {ms} ms (timeout {TIMEOUT_MS} ms): {a:?}");
         match a.header("x-ratelimit-limit") {
@@ -139,6 +145,8 @@ fn while_the_breaker_is_open_a_hundred_requests_make_at_most_a_probe() {
     let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
     let evalsha_before = stack.evalsha_calls();
     let timeouts_before = stack.envoy.stat(TIMEOUTS);
+    let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
+    let decisions_before = stack.envoy.stat("wasmcustom.ratelimit.store_decisions");
     stack.redis.process.signal("STOP");
     // Three timeouts open the breaker.
     for _ in 0..3 {
