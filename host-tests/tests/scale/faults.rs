@@ -145,8 +145,6 @@ fn while_the_breaker_is_open_a_hundred_requests_make_at_most_a_probe() {
     let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
     let evalsha_before = stack.evalsha_calls();
     let timeouts_before = stack.envoy.stat(TIMEOUTS);
-    let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
-    let decisions_before = stack.envoy.stat("wasmcustom.ratelimit.store_decisions");
     stack.redis.process.signal("STOP");
     // Three timeouts open the breaker.
     for _ in 0..3 {
