@@ -253,7 +253,11 @@ impl Calls {
 
     /// The call due first at or before `now_ms` (ties: dispatch order).
     pub fn next_due(&self, now_ms: u64) -> Option<u64> {
-        self.pending.values().filter_map(|c| c.due_ms().filter(|d| *d <= now_ms).map(|d| (d, c.id))).min().map(|(_, id)| id)
+        self.pending
+            .values()
+            .filter_map(|c| c.due_ms().filter(|d| *d <= now_ms).map(|d| (d, c.id)))
+            .min()
+            .map(|(_, id)| id)
     }
 
     /// Settles pending call `id` (it is due) at `now_ms`: delivered if its

@@ -1,5 +1,6 @@
 //! Faults a test injects into store calls. Each dispatched call takes the
-//! next fault from a queue, or else the standing fault, or else none.
+//! next fault from a queue, or else one drawn from a seeded weighted mix,
+//! or else the standing fault, or else none.
 //!
 //! `Pass`, `Delay` and the faults of the callback itself (`Twice`,
 //! `SizeOverclaim`, `BodyStatus`) reach the real store (the command runs
@@ -9,6 +10,7 @@
 use std::collections::VecDeque;
 
 use super::header_map::HeaderMap;
+use crate::prng::Rng;
 
 /// What happens to one store call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +77,7 @@ impl Fault {
 #[derive(Debug, Default)]
 pub struct FaultPlan {
     queue: VecDeque<Fault>,
+    mix: Option<(Rng, Vec<(u32, Fault)>)>,
     standing: Option<Fault>,
 }
 
@@ -89,15 +92,36 @@ impl FaultPlan {
         self.standing = fault;
     }
 
+    /// Draws the fault of every call once the queue is empty from `mix`
+    /// (weight, fault), with a generator seeded by `seed`; an empty mix
+    /// clears it.
+    pub fn set_mix(&mut self, seed: u64, mix: Vec<(u32, Fault)>) {
+        self.mix = (!mix.is_empty()).then(|| (Rng::new(seed), mix));
+    }
+
     /// Forgets every fault.
     pub fn clear(&mut self) {
         self.queue.clear();
+        self.mix = None;
         self.standing = None;
     }
 
     /// The fault of the next call.
     pub fn take_next(&mut self) -> Fault {
-        self.queue.pop_front().or_else(|| self.standing.clone()).unwrap_or(Fault::Pass)
+        if let Some(f) = self.queue.pop_front() {
+            return f;
+        }
+        if let Some((rng, mix)) = &mut self.mix {
+            let total: u64 = mix.iter().map(|(w, _)| u64::from(*w)).sum();
+            let mut pick = rng.below(total.max(1));
+            for (w, f) in mix.iter() {
+                if pick < u64::from(*w) {
+                    return f.clone();
+                }
+                pick -= u64::from(*w);
+            }
+        }
+        self.standing.clone().unwrap_or(Fault::Pass)
     }
 
     /// Faults queued and not yet used.

@@ -181,7 +181,8 @@ impl Host {
         let mut stream = Stream::new(&request);
         if v.failed.is_some() {
             let details = "wasm_fail_stream".to_string();
-            stream.state = State::Replied(LocalReply { status: 503, details, headers: HeaderMap::new(), body: Vec::new() });
+            stream.state =
+                State::Replied(LocalReply { status: 503, details, headers: HeaderMap::new(), body: Vec::new() });
         }
         let n = stream.request_headers.len() as i32;
         v.store.data_mut().streams.insert(context, stream);
@@ -316,6 +317,13 @@ impl Host {
     /// Queues faults for the next store calls, in order.
     pub fn faults(&mut self, faults: impl IntoIterator<Item = Fault>) {
         lock(&self.world).faults.push(faults);
+    }
+
+    /// Draws the fault of every call, once the queue is empty, from `mix`
+    /// of (weight, fault), seeded: the same calls get the same faults on
+    /// every run. An empty mix stops it.
+    pub fn fault_mix(&mut self, seed: u64, mix: Vec<(u32, Fault)>) {
+        lock(&self.world).faults.set_mix(seed, mix);
     }
 
     /// Applies `fault` to every call once the queue is empty (`None`: no fault).

@@ -28,6 +28,8 @@ pub struct HostcallCount {
     pub calls: u64,
     /// Of those, answered with an injected status.
     pub injected: u64,
+    /// Of those, with Ok: the hostcall claimed success without working.
+    pub injected_ok: u64,
 }
 
 #[derive(Debug)]
@@ -64,7 +66,11 @@ impl StatusPlan {
     /// A plan for these hostcalls (index = the wrapper's index).
     pub fn new(names: Vec<String>) -> StatusPlan {
         let n = names.len();
-        StatusPlan { names, injections: (0..n).map(|_| Vec::new()).collect(), counts: vec![HostcallCount::default(); n] }
+        StatusPlan {
+            names,
+            injections: (0..n).map(|_| Vec::new()).collect(),
+            counts: vec![HostcallCount::default(); n],
+        }
     }
 
     /// The hostcalls statuses can be injected into.
@@ -99,8 +105,9 @@ impl StatusPlan {
         let injections = &mut self.injections[index];
         let status = injections.iter_mut().find_map(|i| i.takes().then_some(i.status));
         injections.retain(|i| i.times != Times::Next(0));
-        if status.is_some() {
+        if let Some(s) = status {
             count.injected += 1;
+            count.injected_ok += u64::from(s == 0);
         }
         status
     }
@@ -124,7 +131,7 @@ mod tests {
         let got: Vec<Option<i32>> = (0..4).map(|_| plan.on_call(1)).collect();
         assert_eq!(got, [Some(2), Some(2), Some(10), Some(10)]);
         assert_eq!(plan.on_call(0), None);
-        assert_eq!(plan.count("proxy_http_call"), HostcallCount { calls: 4, injected: 4 });
+        assert_eq!(plan.count("proxy_http_call"), HostcallCount { calls: 4, injected: 4, injected_ok: 0 });
         plan.clear();
         assert_eq!(plan.on_call(1), None);
         plan.add("proxy_log", 7, Times::Random { probability: 0.25, seed: 3 }).unwrap();

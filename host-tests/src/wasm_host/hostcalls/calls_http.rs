@@ -103,7 +103,10 @@ fn answer(fault: &Fault, port: u16, request: &Request, now: u64) -> Result<Answe
         }
         Fault::Raw(bytes) => ready(json_200(bytes.clone())),
         Fault::Http(status, body) => ready(Reply::Http {
-            headers: HeaderMap::from_text(&[(":status", &status.to_string()), ("content-length", &body.len().to_string())]),
+            headers: HeaderMap::from_text(&[
+                (":status", &status.to_string()),
+                ("content-length", &body.len().to_string()),
+            ]),
             body: body.clone(),
         }),
         Fault::HttpReply(headers, body) => ready(Reply::Http { headers: headers.clone(), body: body.clone() }),

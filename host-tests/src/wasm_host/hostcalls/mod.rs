@@ -56,7 +56,9 @@ impl Hostcalls {
                 let index = wrapped.len();
                 wrapped.push(name.clone());
                 linker
-                    .func_new("env", &name.clone(), ty, move |c, params, results| call(c, index, &name, params, results))
+                    .func_new("env", &name.clone(), ty, move |c, params, results| {
+                        call(c, index, &name, params, results)
+                    })
                     .unwrap();
                 continue;
             }
@@ -86,7 +88,13 @@ impl Hostcalls {
 }
 
 /// The wrapper of hostcall `index`: an injected status, or the real call.
-fn call(mut c: Caller<'_, VmState>, index: usize, name: &str, params: &[Val], results: &mut [Val]) -> wasmtime::Result<()> {
+fn call(
+    mut c: Caller<'_, VmState>,
+    index: usize,
+    name: &str,
+    params: &[Val],
+    results: &mut [Val],
+) -> wasmtime::Result<()> {
     let injected = lock(&c.data().world).statuses.on_call(index);
     if let Some(status) = injected {
         results[0] = Val::I32(status);
