@@ -1,16 +1,20 @@
 //! Store calls in flight and their history. A call is answered only when
 //! the test runs the host: at its ready instant (a reply) or at its
-//! deadline (the call's timeout), whichever comes first.
+//! deadline (the call's timeout), whichever comes first. A host that runs
+//! many requests may keep no history: then only the calls in flight are
+//! held, and the count of calls made.
+
+use std::collections::BTreeMap;
 
 use super::faults::Fault;
-use super::header_map::Headers;
+use super::header_map::HeaderMap;
 
 /// Which hostcall made the call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transport {
-    /// `proxy_http_call`, answered on the HTTP context that made it.
+    /// `proxy_http_call`, answered on the root context (it owns the call).
     Http {
-        /// The context that dispatched it.
+        /// The context that was active when it was dispatched.
         context: u32,
     },
     /// `proxy_redis_call` (Higress), answered on the root context.
@@ -23,7 +27,7 @@ pub enum Request {
     /// An HTTP request to webdis.
     Http {
         /// The call's headers (`:method`, `:path`, `:authority`, ...).
-        headers: Headers,
+        headers: HeaderMap,
         /// Its body.
         body: Vec<u8>,
     },
@@ -39,7 +43,7 @@ impl Request {
     pub fn command(&self) -> String {
         match self {
             Request::Http { headers, body } => {
-                let path = headers.iter().find(|(n, _)| n == ":path").map_or("", |(_, v)| v.as_str());
+                let path = String::from_utf8_lossy(headers.first(":path").unwrap_or_default());
                 if path == "/" {
                     let text = String::from_utf8_lossy(body);
                     text.split('/').next().unwrap_or("").to_ascii_uppercase()
@@ -95,11 +99,15 @@ pub enum Reply {
     /// An HTTP response (`:status` among the headers).
     Http {
         /// Response headers, `:status` first.
-        headers: Headers,
+        headers: HeaderMap,
         /// Body.
         body: Vec<u8>,
     },
-    /// The HTTP stream was reset: no headers, no body.
+    /// The HTTP call failed (reset, also after the headers arrived, or a
+    /// body past Envoy's buffer limit): Envoy calls back with no headers and
+    /// no body, and during that callback the response map does not exist
+    /// (`proxy_get_header_map_value` answers BadArgument) nor does the body
+    /// (`proxy_get_buffer_bytes` answers NotFound).
     HttpReset,
     /// A Redis reply (status 0) with these raw RESP bytes.
     Redis(Vec<u8>),
@@ -127,6 +135,8 @@ pub enum Answer {
     },
     /// Nothing comes: only the deadline fires.
     Never,
+    /// Nothing ever comes, not even the timeout: a host that never calls back.
+    Lost,
 }
 
 /// What became of a call.
@@ -138,14 +148,14 @@ pub enum Outcome {
     Delivered(u64),
     /// Its timeout fired at this instant.
     TimedOut(u64),
-    /// The stream that made it ended first; Envoy cancels its HTTP calls.
-    Cancelled(u64),
+    /// The host will never call back (`Fault::NoCallback`).
+    Lost,
 }
 
 /// One store call.
 #[derive(Clone, Debug)]
 pub struct Call {
-    /// Sequence number across the host.
+    /// Sequence number across the host (set when recorded).
     pub id: u64,
     /// The VM that made it.
     pub vm: usize,
@@ -178,6 +188,7 @@ impl Call {
         let ready = match &self.answer {
             Answer::Ready { at_ms, .. } | Answer::OnConnection { at_ms, .. } => Some(*at_ms),
             Answer::Never => None,
+            Answer::Lost => return None,
         };
         Some(ready.map_or(self.deadline_ms, |r| r.min(self.deadline_ms)))
     }
@@ -186,46 +197,102 @@ impl Call {
     pub fn reply_first(&self) -> bool {
         match &self.answer {
             Answer::Ready { at_ms, .. } | Answer::OnConnection { at_ms, .. } => *at_ms <= self.deadline_ms,
-            Answer::Never => false,
+            Answer::Never | Answer::Lost => false,
         }
     }
 }
 
-/// Every call made, in order; the pending ones are those whose outcome is `Pending`.
-#[derive(Debug, Default)]
+/// The calls in flight, and those done if the history is kept.
+#[derive(Debug)]
 pub struct Calls {
-    /// All of them.
-    pub all: Vec<Call>,
+    next_id: u64,
+    pending: BTreeMap<u64, Call>,
+    done: Vec<Call>,
+    keep_history: bool,
+}
+
+impl Default for Calls {
+    fn default() -> Calls {
+        Calls::new(true)
+    }
 }
 
 impl Calls {
+    /// No calls yet; `keep_history`: whether calls done are kept for `all`.
+    pub fn new(keep_history: bool) -> Calls {
+        Calls { next_id: 0, pending: BTreeMap::new(), done: Vec::new(), keep_history }
+    }
+
+    /// The id the next call gets (its sequence number across the host).
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Records a call just dispatched (its id is `next_id`).
+    pub fn push(&mut self, mut call: Call) {
+        call.id = self.next_id;
+        self.next_id += 1;
+        if call.answer == Answer::Lost {
+            call.outcome = Outcome::Lost;
+            self.retire(call);
+        } else {
+            self.pending.insert(call.id, call);
+        }
+    }
+
+    fn retire(&mut self, call: Call) {
+        if self.keep_history {
+            self.done.push(call);
+        }
+    }
+
+    /// How many calls were made.
+    pub fn made(&self) -> u64 {
+        self.next_id
+    }
+
     /// The call due first at or before `now_ms` (ties: dispatch order).
-    pub fn next_due(&self, now_ms: u64) -> Option<usize> {
-        self.all
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.due_ms().filter(|d| *d <= now_ms).map(|d| (d, c.id, i)))
+    pub fn next_due(&self, now_ms: u64) -> Option<u64> {
+        self.pending
+            .values()
+            .filter_map(|c| c.due_ms().filter(|d| *d <= now_ms).map(|d| (d, c.id)))
             .min()
-            .map(|(_, _, i)| i)
+            .map(|(_, id)| id)
+    }
+
+    /// Settles pending call `id` (it is due) at `now_ms`: delivered if its
+    /// reply comes first, else timed out. Returns it.
+    pub fn settle(&mut self, id: u64, now_ms: u64) -> Option<Call> {
+        let mut call = self.pending.remove(&id)?;
+        call.outcome = if call.reply_first() { Outcome::Delivered(now_ms) } else { Outcome::TimedOut(now_ms) };
+        self.retire(call.clone());
+        Some(call)
     }
 
     /// The earliest instant anything is due.
     pub fn next_instant(&self) -> Option<u64> {
-        self.all.iter().filter_map(Call::due_ms).min()
+        self.pending.values().filter_map(Call::due_ms).min()
     }
 
     /// Fails, at `now_ms`, every call of VM `vm` still waiting on Redis
     /// connection `generation` (it was closed): status 1.
     pub fn fail_connection(&mut self, vm: usize, generation: u64, now_ms: u64) {
-        for c in self.all.iter_mut().filter(|c| c.vm == vm && c.outcome == Outcome::Pending) {
+        for c in self.pending.values_mut().filter(|c| c.vm == vm) {
             if matches!(c.answer, Answer::OnConnection { connection, .. } if connection == generation) {
                 c.answer = Answer::Ready { at_ms: now_ms, reply: Reply::RedisNetworkError };
             }
         }
     }
 
-    /// How many are in flight.
+    /// How many are in flight (a call the host will never answer is not).
     pub fn pending(&self) -> usize {
-        self.all.iter().filter(|c| c.outcome == Outcome::Pending).count()
+        self.pending.len()
+    }
+
+    /// Every call made (only those in flight without history), in order.
+    pub fn all(&self) -> Vec<Call> {
+        let mut all: Vec<Call> = self.done.iter().chain(self.pending.values()).cloned().collect();
+        all.sort_by_key(|c| c.id);
+        all
     }
 }

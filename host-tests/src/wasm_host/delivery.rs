@@ -1,6 +1,7 @@
 //! Answering one store call into its VM: the reply, or the timeout that
-//! fired first. HTTP-call replies go to the context that made the call;
-//! Redis replies go to the root context, as Higress delivers them. A Redis
+//! fired first. Both transports answer on the ROOT context, as Envoy
+//! (HTTP calls belong to the root context in proxy-wasm-cpp-host) and
+//! Higress (Redis calls) do; the module finds the stream itself. A Redis
 //! timeout closes the VM's connection and fails every command still on it
 //! (status 1), as Higress's op timeout does.
 
@@ -8,43 +9,69 @@ use wasmtime::Val;
 
 use super::calls::{Answer, Call, Outcome, Reply, Transport};
 use super::clusters::RedisTarget;
+use super::faults::Fault;
 use super::http_client;
 use super::vm::{Callback, Vm, ROOT_ID};
 use super::world::{lock, WorldRef};
 
-/// Delivers call number `index` (it is due) at the clock's instant.
-pub fn deliver(vms: &mut [Vm], world: &WorldRef, index: usize) {
+/// How the callback misreports the reply, by the call's fault.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Misreport {
+    /// Bytes claimed beyond what the reply holds.
+    pub size_extra: u32,
+    /// What reading the reply answers instead of its bytes.
+    pub body_status: Option<i32>,
+}
+
+/// Delivers call `id` (it is due) at the clock's instant.
+pub fn deliver(vms: &mut [Vm], world: &WorldRef, id: u64) {
     let (call, now) = {
         let mut w = lock(world);
         let now = w.clock.now_ms();
-        let call = &mut w.calls.all[index];
-        call.outcome = if call.reply_first() { Outcome::Delivered(now) } else { Outcome::TimedOut(now) };
-        (call.clone(), now)
+        let Some(call) = w.calls.settle(id, now) else { return };
+        (call, now)
+    };
+    let times = if call.fault == Fault::Twice { 2 } else { 1 };
+    let misreport = Misreport {
+        size_extra: if let Fault::SizeOverclaim(n) = call.fault { n } else { 0 },
+        body_status: if let Fault::BodyStatus(s) = call.fault { Some(s) } else { None },
     };
     let vm = &mut vms[call.vm];
-    match call.transport {
-        Transport::Http { context } => {
-            let reply = match (&call.outcome, &call.answer) {
-                (Outcome::Delivered(_), Answer::Ready { reply, .. }) => reply.clone(),
-                _ => http_client::timeout(),
+    let reply = match call.transport {
+        Transport::Http { .. } => match (&call.outcome, &call.answer) {
+            (Outcome::Delivered(_), Answer::Ready { reply, .. }) => reply.clone(),
+            _ => http_client::timeout(),
+        },
+        Transport::Redis => redis_reply(vm, world, &call, now),
+    };
+    for _ in 0..times {
+        callback(vm, call.token, &reply, misreport);
+    }
+}
+
+/// Calls the module back on the root context with `reply` for `token`:
+/// `proxy_on_http_call_response` for an HTTP reply or failure,
+/// `proxy_on_redis_call_response` for a Redis reply or network error.
+pub fn callback(vm: &mut Vm, token: u32, reply: &Reply, misreport: Misreport) {
+    let extra = misreport.size_extra as usize;
+    match reply {
+        Reply::Http { .. } | Reply::HttpReset => {
+            let (response, headers, size) = match reply {
+                Reply::Http { headers, body } => (Some((headers.clone(), body.clone())), headers.len(), body.len()),
+                _ => (None, 0, 0),
             };
-            let (headers, body) = match reply {
-                Reply::Http { headers, body } => (headers, body),
-                _ => (Vec::new(), Vec::new()), // a reset: nothing at all
-            };
-            let args = [context, call.token, headers.len() as u32, body.len() as u32, 0].map(|n| Val::I32(n as i32));
-            vm.store.data_mut().callback = Some(Callback::Http { headers, body });
-            vm.enter(context, "proxy_on_http_call_response", &args);
+            let args = [ROOT_ID, token, headers as u32, (size + extra) as u32, 0].map(|n| Val::I32(n as i32));
+            vm.store.data_mut().callback = Some(Callback::Http { response, body_status: misreport.body_status });
+            vm.enter(ROOT_ID, "proxy_on_http_call_response", &args);
         }
-        Transport::Redis => {
-            let reply = redis_reply(vm, world, &call, now);
+        Reply::Redis(_) | Reply::RedisNetworkError => {
             let (status, bytes) = match reply {
-                Reply::Redis(bytes) => (0, bytes),
+                Reply::Redis(bytes) => (0, bytes.clone()),
                 _ => (1, Vec::new()),
             };
-            let args = [ROOT_ID, call.token, status, bytes.len() as u32].map(|n| Val::I32(n as i32));
+            let args = [ROOT_ID, token, status, (bytes.len() + extra) as u32].map(|n| Val::I32(n as i32));
             if status == 0 {
-                vm.store.data_mut().callback = Some(Callback::Redis(bytes));
+                vm.store.data_mut().callback = Some(Callback::Redis { bytes, body_status: misreport.body_status });
             }
             vm.enter(ROOT_ID, "proxy_on_redis_call_response", &args);
         }

@@ -1,11 +1,16 @@
 //! Faults a test injects into store calls. Each dispatched call takes the
-//! next fault from a queue, or else the standing fault, or else none.
+//! next fault from a queue, or else one drawn from a seeded weighted mix,
+//! or else the standing fault, or else none.
 //!
-//! Only `Pass` and `Delay` reach the real store (the command runs when it
-//! is dispatched, as with a real proxy); every other fault stands in for
-//! the store, so the command never runs.
+//! `Pass`, `Delay` and the faults of the callback itself (`Twice`,
+//! `SizeOverclaim`, `BodyStatus`) reach the real store (the command runs
+//! when it is dispatched, as with a real proxy); every other fault stands
+//! in for the store, so the command never runs.
 
 use std::collections::VecDeque;
+
+use super::header_map::HeaderMap;
+use crate::prng::Rng;
 
 /// What happens to one store call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,6 +25,9 @@ pub enum Fault {
     /// The store never answers: only the call's timeout fires, when the
     /// test advances the clock to its deadline (HTTP 504 / Redis status 1).
     Drop,
+    /// The host never calls back at all, not even at the timeout (a host
+    /// that loses the call). The stream waits until the client leaves.
+    NoCallback,
     /// The call times out at once: HTTP 504 (Envoy's "upstream request
     /// timeout") / Redis status 1.
     Timeout,
@@ -34,9 +42,25 @@ pub enum Fault {
     Raw(Vec<u8>),
     /// An HTTP reply with this status and body (webdis only).
     Http(u32, Vec<u8>),
-    /// The HTTP stream is reset: the callback sees no headers and no body
-    /// (webdis only).
+    /// An HTTP reply with exactly these headers (no `:status`, or any bytes
+    /// in it) and this body (webdis only).
+    HttpReply(HeaderMap, Vec<u8>),
+    /// The HTTP call fails, before or after the response headers (a reset,
+    /// a body cut short, a stall past the timeout once headers came): as
+    /// Envoy does, the callback gets no headers and no body, and neither
+    /// the response map nor the body exists during it (webdis only).
     Reset,
+    /// The real store answers and the callback is delivered twice, with
+    /// the same token.
+    Twice,
+    /// The real store answers, but the callback claims this many bytes more
+    /// than the reply holds (`body_size` / `response_size`); reading the
+    /// buffer gives what exists, as proxy-wasm-cpp-host clips it.
+    SizeOverclaim(u32),
+    /// The real store answers and the callback says how big the reply is,
+    /// but reading it (`proxy_get_buffer_bytes`, buffer 4 or 9) answers this
+    /// status.
+    BodyStatus(i32),
     /// The dispatch hostcall itself returns this status (2 BadArgument, 10
     /// InternalFailure, or anything else to see how the module copes).
     DispatchStatus(i32),
@@ -45,7 +69,7 @@ pub enum Fault {
 impl Fault {
     /// Whether the command reaches the real store.
     pub fn reaches_store(&self) -> bool {
-        matches!(self, Fault::Pass | Fault::Delay(_))
+        matches!(self, Fault::Pass | Fault::Delay(_) | Fault::Twice | Fault::SizeOverclaim(_) | Fault::BodyStatus(_))
     }
 }
 
@@ -53,6 +77,7 @@ impl Fault {
 #[derive(Debug, Default)]
 pub struct FaultPlan {
     queue: VecDeque<Fault>,
+    mix: Option<(Rng, Vec<(u32, Fault)>)>,
     standing: Option<Fault>,
 }
 
@@ -67,15 +92,36 @@ impl FaultPlan {
         self.standing = fault;
     }
 
+    /// Draws the fault of every call once the queue is empty from `mix`
+    /// (weight, fault), with a generator seeded by `seed`; an empty mix
+    /// clears it.
+    pub fn set_mix(&mut self, seed: u64, mix: Vec<(u32, Fault)>) {
+        self.mix = (!mix.is_empty()).then(|| (Rng::new(seed), mix));
+    }
+
     /// Forgets every fault.
     pub fn clear(&mut self) {
         self.queue.clear();
+        self.mix = None;
         self.standing = None;
     }
 
     /// The fault of the next call.
     pub fn take_next(&mut self) -> Fault {
-        self.queue.pop_front().or_else(|| self.standing.clone()).unwrap_or(Fault::Pass)
+        if let Some(f) = self.queue.pop_front() {
+            return f;
+        }
+        if let Some((rng, mix)) = &mut self.mix {
+            let total: u64 = mix.iter().map(|(w, _)| u64::from(*w)).sum();
+            let mut pick = rng.below(total.max(1));
+            for (w, f) in mix.iter() {
+                if pick < u64::from(*w) {
+                    return f.clone();
+                }
+                pick -= u64::from(*w);
+            }
+        }
+        self.standing.clone().unwrap_or(Fault::Pass)
     }
 
     /// Faults queued and not yet used.

@@ -2,21 +2,28 @@
 //! happens on its own: the test sends requests, runs the host to deliver
 //! what is due (`run_until_idle`), and moves the clock (`advance`), which
 //! delivers delayed replies and fires timeouts at their exact instants.
+//!
+//! Besides store faults (`faults`), a test can make any hostcall the module
+//! imports return a status instead of working (`inject_status`), call the
+//! module back with anything (`call_back`), and read each VM's linear
+//! memory size (`memory_bytes`).
 
 use std::sync::{Arc, Mutex};
 
 use wasmtime::Val;
 
 use super::artifact::{engine, module, Artifact};
-use super::calls::{Call, Calls, Outcome, Transport};
+use super::calls::{Call, Calls, Reply};
 use super::clock::Clock;
 use super::clusters::{Cluster, Clusters};
-use super::delivery::deliver;
+use super::delivery::{callback, deliver, Misreport};
 use super::faults::{Fault, FaultPlan};
-use super::hostcalls::linker;
+use super::header_map::HeaderMap;
+use super::hostcalls::Hostcalls;
 use super::metrics::Metrics;
 use super::shared_data::SharedData;
-use super::stream::{Request, Response, State, Stream};
+use super::statuses::{HostcallCount, StatusPlan, Times};
+use super::stream::{LocalReply, Request, Response, State, Stream};
 use super::vm::{RedisInit, Vm, ROOT_ID};
 use super::world::{lock, LogLine, World, WorldRef};
 
@@ -30,7 +37,9 @@ pub struct HostBuilder {
     vms: usize,
     clusters: Clusters,
     start_ms: u64,
-    deliver_after_close: bool,
+    statuses: Vec<(String, i32, Times)>,
+    record_traps: bool,
+    keep_calls: bool,
 }
 
 impl HostBuilder {
@@ -42,7 +51,9 @@ impl HostBuilder {
             vms: 1,
             clusters: Clusters::new(),
             start_ms: EPOCH_MS,
-            deliver_after_close: false,
+            statuses: Vec::new(),
+            record_traps: false,
+            keep_calls: true,
         }
     }
 
@@ -71,10 +82,26 @@ impl HostBuilder {
         self
     }
 
-    /// Deliver HTTP-call replies to streams that already ended (Envoy
-    /// cancels them; this checks the module survives a host that does not).
-    pub fn deliver_after_close(mut self) -> HostBuilder {
-        self.deliver_after_close = true;
+    /// From the start (configuration included), `times` calls of `hostcall`
+    /// (e.g. `"proxy_define_metric"`) return `status` without doing their
+    /// work (see `Host::inject_status`).
+    pub fn status(mut self, hostcall: &str, status: i32, times: Times) -> HostBuilder {
+        self.statuses.push((hostcall.to_string(), status, times));
+        self
+    }
+
+    /// A trap fails the VM, as in Envoy, instead of failing the test: it is
+    /// recorded (`Host::traps`), the VM is never entered again, and every new
+    /// request on it is answered 503 by the host.
+    pub fn record_traps(mut self) -> HostBuilder {
+        self.record_traps = true;
+        self
+    }
+
+    /// Keep no history of store calls (`Host::calls` shows those in flight
+    /// only): for runs of many requests.
+    pub fn forget_calls(mut self) -> HostBuilder {
+        self.keep_calls = false;
         self
     }
 
@@ -82,19 +109,25 @@ impl HostBuilder {
     pub fn start(self) -> Host {
         let module = module(self.artifact);
         let clock = Clock::at(self.start_ms);
+        let hostcalls = Hostcalls::new(engine(), &module);
+        let mut statuses = StatusPlan::new(hostcalls.wrapped().to_vec());
+        for (hostcall, status, times) in self.statuses {
+            statuses.add(&hostcall, status, times).unwrap_or_else(|e| panic!("{e}"));
+        }
         let world: WorldRef = Arc::new(Mutex::new(World {
             clock: clock.clone(),
             shared: SharedData::default(),
             metrics: Metrics::default(),
             clusters: self.clusters,
             faults: FaultPlan::default(),
-            calls: Calls::default(),
+            calls: Calls::new(self.keep_calls),
+            statuses,
             logs: Vec::new(),
-            deliver_after_close: self.deliver_after_close,
+            record_traps: self.record_traps,
+            traps: Vec::new(),
         }));
-        let linker = linker(engine(), &module);
         let vms = (0..self.vms)
-            .map(|i| Vm::start(engine(), &module, &linker, i, &world, self.config.as_bytes()))
+            .map(|i| Vm::start(engine(), &module, &hostcalls, i, &world, self.config.as_bytes()))
             .collect::<Vec<_>>();
         let n = vms.len();
         let mut host = Host { vms, world, clock, next_context: vec![ROOT_ID + 1; n], next_tick: vec![None; n] };
@@ -139,19 +172,29 @@ impl Host {
     }
 
     /// Starts a stream on VM `vm`: creates its context and runs
-    /// `proxy_on_request_headers`.
+    /// `proxy_on_request_headers`. On a failed VM the host answers 503
+    /// (Envoy's `wasm_fail_stream`) and the module is not entered.
     pub fn begin(&mut self, vm: usize, request: Request) -> StreamId {
         let context = self.next_context[vm];
         self.next_context[vm] += 1;
         let v = &mut self.vms[vm];
-        v.store.data_mut().streams.insert(context, Stream::new(&request));
+        let mut stream = Stream::new(&request);
+        if v.failed.is_some() {
+            let details = "wasm_fail_stream".to_string();
+            stream.state =
+                State::Replied(LocalReply { status: 503, details, headers: HeaderMap::new(), body: Vec::new() });
+        }
+        let n = stream.request_headers.len() as i32;
+        v.store.data_mut().streams.insert(context, stream);
         v.enter(context, "proxy_on_context_create", &[Val::I32(context as i32), Val::I32(ROOT_ID as i32)]);
-        let n = request.headers.len() as i32;
         let action =
             v.enter(context, "proxy_on_request_headers", &[Val::I32(context as i32), Val::I32(n), Val::I32(1)]);
         let stream = v.store.data_mut().streams.get_mut(&context).expect("the stream is live");
-        if action == Some(0) && stream.state == State::Waiting {
-            stream.state = State::Continued;
+        if action == Some(0) {
+            stream.request_map_open = false;
+            if stream.state == State::Waiting {
+                stream.state = State::Continued;
+            }
         }
         self.schedule_ticks();
         StreamId { vm, context }
@@ -179,7 +222,7 @@ impl Host {
                 local: true,
             },
             State::Continued => {
-                let headers = vec![(":status".to_string(), "200".to_string()), ("content-length".into(), "0".into())];
+                let headers = HeaderMap::from_text(&[(":status", "200"), ("content-length", "0")]);
                 let v = &mut self.vms[id.vm];
                 v.store.data_mut().streams.get_mut(&id.context).expect("live").response_headers = Some(headers.clone());
                 let args = [Val::I32(id.context as i32), Val::I32(headers.len() as i32), Val::I32(1)];
@@ -194,8 +237,8 @@ impl Host {
     }
 
     /// Ends a stream now, decided or not (the client went away): the
-    /// module's done, log and delete callbacks run; Envoy cancels the
-    /// stream's HTTP calls (Redis replies still reach the root context).
+    /// module's done, log and delete callbacks run. Its store calls go on:
+    /// they belong to the root context, which still gets their replies.
     pub fn close(&mut self, id: StreamId) {
         let c = Val::I32(id.context as i32);
         let v = &mut self.vms[id.vm];
@@ -204,15 +247,6 @@ impl Host {
         v.enter(id.context, "proxy_on_log", &[c]);
         v.enter(id.context, "proxy_on_delete", &[c]);
         v.store.data_mut().streams.remove(&id.context);
-        let mut w = lock(&self.world);
-        if !w.deliver_after_close {
-            let now = w.clock.now_ms();
-            for call in w.calls.all.iter_mut().filter(|c| c.vm == id.vm && c.outcome == Outcome::Pending) {
-                if call.transport == (Transport::Http { context: id.context }) {
-                    call.outcome = Outcome::Cancelled(now);
-                }
-            }
-        }
     }
 
     /// One whole request: begin, run the host, finish.
@@ -228,8 +262,8 @@ impl Host {
         loop {
             let now = self.clock.now_ms();
             let next = lock(&self.world).calls.next_due(now);
-            let Some(index) = next else { break };
-            deliver(&mut self.vms, &self.world, index);
+            let Some(id) = next else { break };
+            deliver(&mut self.vms, &self.world, id);
         }
         self.schedule_ticks();
     }
@@ -285,14 +319,26 @@ impl Host {
         lock(&self.world).faults.push(faults);
     }
 
+    /// Draws the fault of every call, once the queue is empty, from `mix`
+    /// of (weight, fault), seeded: the same calls get the same faults on
+    /// every run. An empty mix stops it.
+    pub fn fault_mix(&mut self, seed: u64, mix: Vec<(u32, Fault)>) {
+        lock(&self.world).faults.set_mix(seed, mix);
+    }
+
     /// Applies `fault` to every call once the queue is empty (`None`: no fault).
     pub fn fault_always(&mut self, fault: Option<Fault>) {
         lock(&self.world).faults.set_standing(fault);
     }
 
-    /// Every store call made so far, in order.
+    /// Every store call made so far, in order (in flight only, with `forget_calls`).
     pub fn calls(&self) -> Vec<Call> {
-        lock(&self.world).calls.all.clone()
+        lock(&self.world).calls.all()
+    }
+
+    /// How many store calls were made.
+    pub fn calls_made(&self) -> u64 {
+        lock(&self.world).calls.made()
     }
 
     /// Store calls in flight.
@@ -347,5 +393,54 @@ impl Host {
     /// Whether the module exports `name`.
     pub fn exports(&mut self, name: &str) -> bool {
         self.vms[0].exports(name)
+    }
+
+    /// The size of VM `vm`'s linear memory, in bytes (it never shrinks).
+    pub fn memory_bytes(&self, vm: usize) -> u64 {
+        self.vms[vm].memory_bytes()
+    }
+
+    /// The hostcalls statuses can be injected into: every `env.proxy_*`
+    /// function the module imports, in import order.
+    pub fn hostcalls(&self) -> Vec<String> {
+        lock(&self.world).statuses.names().to_vec()
+    }
+
+    /// Makes `times` calls of `hostcall` (from now on, in every VM) return
+    /// `status` WITHOUT doing their work: nothing is read, written or done.
+    /// Injections added earlier are asked first. Fails the test if the
+    /// module does not import `hostcall`.
+    pub fn inject_status(&mut self, hostcall: &str, status: i32, times: Times) {
+        lock(&self.world).statuses.add(hostcall, status, times).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Forgets every injected status.
+    pub fn clear_statuses(&mut self) {
+        lock(&self.world).statuses.clear();
+    }
+
+    /// How often the module called `hostcall`, and how often it got an injected status.
+    pub fn hostcall_count(&self, hostcall: &str) -> HostcallCount {
+        lock(&self.world).statuses.count(hostcall)
+    }
+
+    /// Calls VM `vm` back on its root context for `token`, whether or not
+    /// the module ever got that token: `proxy_on_http_call_response` for an
+    /// HTTP reply or `Reply::HttpReset`, `proxy_on_redis_call_response` for
+    /// a Redis reply or `Reply::RedisNetworkError`. `size_extra` bytes are
+    /// claimed beyond the reply.
+    pub fn call_back(&mut self, vm: usize, token: u32, reply: &Reply, size_extra: u32) {
+        callback(&mut self.vms[vm], token, reply, Misreport { size_extra, body_status: None });
+        self.schedule_ticks();
+    }
+
+    /// The traps recorded (with `record_traps`), each with its report.
+    pub fn traps(&self) -> Vec<String> {
+        lock(&self.world).traps.clone()
+    }
+
+    /// Whether VM `vm` failed (a trap, with `record_traps`).
+    pub fn failed(&self, vm: usize) -> bool {
+        self.vms[vm].failed.is_some()
     }
 }

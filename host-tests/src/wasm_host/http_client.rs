@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use super::calls::Reply;
-use super::header_map::Headers;
+use super::header_map::HeaderMap;
 
 /// How long a real server may take before the test gives up on it.
 const IO_BOUND: Duration = Duration::from_secs(10);
@@ -25,31 +25,34 @@ pub fn timeout() -> Reply {
 }
 
 fn local_reply(status: u32, body: &str) -> Reply {
-    Reply::Http {
-        headers: vec![
-            (":status".into(), status.to_string()),
-            ("content-length".into(), body.len().to_string()),
-            ("content-type".into(), "text/plain".into()),
-        ],
-        body: body.as_bytes().to_vec(),
-    }
+    let headers = HeaderMap::from_text(&[
+        (":status", &status.to_string()),
+        ("content-length", &body.len().to_string()),
+        ("content-type", "text/plain"),
+    ]);
+    Reply::Http { headers, body: body.as_bytes().to_vec() }
 }
 
 /// Sends the request the module described to 127.0.0.1:`port`. The
 /// connection is kept alive from the server's view (webdis 0.1.9 never
 /// answers a PUT with a body under `Connection: close`), so the response is
 /// read by its framing and the connection dropped after it.
-pub fn send(port: u16, headers: &Headers, body: &[u8]) -> Reply {
+pub fn send(port: u16, headers: &HeaderMap, body: &[u8]) -> Reply {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return connect_failure() };
     stream.set_read_timeout(Some(IO_BOUND)).unwrap();
     stream.set_write_timeout(Some(IO_BOUND)).unwrap();
-    let get = |name: &str| headers.iter().find(|(n, _)| n == name).map_or("", |(_, v)| v.as_str());
-    let mut head = format!("{} {} HTTP/1.1\r\nhost: {}\r\n", get(":method"), get(":path"), get(":authority"));
-    for (name, value) in headers.iter().filter(|(n, _)| !n.starts_with(':') && n != "content-length") {
-        head.push_str(&format!("{name}: {value}\r\n"));
+    let get = |name: &str| headers.first(name).unwrap_or_default();
+    let mut head = Vec::with_capacity(256);
+    for part in [get(":method"), b" ", get(":path"), b" HTTP/1.1\r\nhost: ", get(":authority"), b"\r\n"] {
+        head.extend_from_slice(part);
     }
-    head.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
-    if stream.write_all(head.as_bytes()).and_then(|()| stream.write_all(body)).is_err() {
+    for (name, value) in headers.lines().iter().filter(|(n, _)| !n.starts_with(b":") && n != b"content-length") {
+        for part in [name.as_slice(), b": ", value, b"\r\n"] {
+            head.extend_from_slice(part);
+        }
+    }
+    head.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
+    if stream.write_all(&head).and_then(|()| stream.write_all(body)).is_err() {
         return connect_failure();
     }
     let mut raw = Vec::new();
@@ -86,13 +89,14 @@ pub fn parse_response(raw: &[u8]) -> Option<Reply> {
     let head = std::str::from_utf8(&raw[..end]).ok()?;
     let mut lines = head.split("\r\n");
     let status: u32 = lines.next()?.split(' ').nth(1)?.parse().ok()?;
-    let mut headers: Headers = vec![(":status".into(), status.to_string())];
+    let mut headers = HeaderMap::new();
+    headers.push(":status", status.to_string());
     for line in lines {
         let (name, value) = line.split_once(':')?;
-        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        headers.push(name.trim().to_ascii_lowercase(), value.trim());
     }
     let rest = &raw[end + 4..];
-    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let header = |name: &str| headers.first(name).map(|v| String::from_utf8_lossy(v).into_owned());
     let body = if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
         dechunk(rest)?
     } else {
@@ -125,8 +129,8 @@ mod tests {
     fn parses_length_and_chunked_bodies_once_complete() {
         let r = parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nhiXX").unwrap();
         let Reply::Http { headers, body } = r else { panic!() };
-        assert_eq!(headers[0], (":status".to_string(), "200".to_string()));
-        assert_eq!(headers[2], ("x-a".to_string(), "b".to_string()));
+        assert_eq!(headers.lines()[0], (b":status".to_vec(), b"200".to_vec()));
+        assert_eq!(headers.lines()[2], (b"x-a".to_vec(), b"b".to_vec()));
         assert_eq!(body, b"hi");
         let r = parse_response(b"HTTP/1.1 404 NF\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n1\r\nd\r\n0\r\n\r\n");
         let Some(Reply::Http { body, .. }) = r else { panic!() };

@@ -3,16 +3,17 @@
 //! (`proxy_on_memory_allocate`), as proxy-wasm-cpp-host does, so the
 //! module can free it. A pointer out of bounds is the module's bug: it
 //! becomes a trap with a message saying which hostcall and where.
+//!
+//! The memory and the allocator are the instance's, found once at start
+//! (`VmState::exports`), not through the caller: a hostcall may run on
+//! behalf of the status-injecting wrapper, whose caller is the host.
 
-use wasmtime::{format_err, Caller, Extern, Memory, Result};
+use wasmtime::{format_err, Caller, Memory, Result};
 
 use super::vm::VmState;
 
 fn memory(caller: &mut Caller<'_, VmState>) -> Result<Memory> {
-    match caller.get_export("memory") {
-        Some(Extern::Memory(m)) => Ok(m),
-        _ => Err(format_err!("the module exports no memory")),
-    }
+    caller.data().exports.as_ref().map(|e| e.memory).ok_or_else(|| format_err!("the module exports no memory"))
 }
 
 fn range(ptr: i32, len: usize) -> (usize, usize) {
@@ -64,10 +65,11 @@ pub fn copy_out(caller: &mut Caller<'_, VmState>, data: &[u8], ptr_ptr: i32, siz
     let mut at = 0u32;
     if !data.is_empty() {
         let alloc = caller
-            .get_export("proxy_on_memory_allocate")
-            .and_then(Extern::into_func)
-            .ok_or_else(|| format_err!("the module exports no proxy_on_memory_allocate"))?
-            .typed::<i32, i32>(&caller)?;
+            .data()
+            .exports
+            .as_ref()
+            .and_then(|e| e.allocate.clone())
+            .ok_or_else(|| format_err!("the module exports no proxy_on_memory_allocate"))?;
         let size = i32::try_from(data.len()).map_err(|_| format_err!("{} bytes do not fit wasm32", data.len()))?;
         let ptr = alloc.call(&mut *caller, size)?;
         if ptr == 0 {

@@ -7,7 +7,9 @@
 //! - The module runs in one or more VMs (`vm`), Envoy's worker threads,
 //!   over one shared-data store (`shared_data`) and one set of stats
 //!   (`metrics`) (`world` is what they share).
-//! - `hostcalls/` implements the ABI; `proxy_http_call` goes to a real
+//! - `hostcalls/` implements the ABI, each `env.proxy_*` import behind a
+//!   wrapper that can return an injected status instead (`statuses`);
+//!   header maps hold bytes (`header_map`, `codec`); `proxy_http_call` goes to a real
 //!   webdis (`http_client`), Higress's Redis calls to a real redis-server
 //!   over one pipelined connection per VM (`redis_link`, `resp`).
 //! - A trap fails the test with its message, the module's stderr (where a
@@ -17,6 +19,7 @@ pub mod artifact;
 pub mod calls;
 pub mod clock;
 pub mod clusters;
+pub mod codec;
 mod delivery;
 pub mod faults;
 pub mod header_map;
@@ -29,12 +32,15 @@ pub mod redis_link;
 pub mod resp;
 pub mod shared_data;
 pub mod status;
+pub mod statuses;
 pub mod stream;
 pub mod vm;
 pub mod world;
 
 pub use artifact::Artifact;
-pub use calls::{Call, Outcome};
+pub use calls::{Call, Outcome, Reply};
 pub use faults::Fault;
+pub use header_map::HeaderMap;
 pub use host::{Host, HostBuilder, StreamId, EPOCH_MS};
+pub use statuses::{HostcallCount, Times};
 pub use stream::{Request, Response, State};

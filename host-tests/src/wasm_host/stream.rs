@@ -3,13 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use super::header_map::Headers;
+use super::codec::request_map;
+use super::header_map::HeaderMap;
 
 /// A request as the downstream client sends it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
-    /// Request headers, pseudo-headers first.
-    pub headers: Headers,
+    /// The field lines as sent, pseudo-headers first. The filter sees them
+    /// as Envoy's codec keeps them (see `codec`): repeated inline headers
+    /// such as `x-forwarded-for` joined with a comma, others line by line.
+    pub headers: HeaderMap,
     /// The connection's address (`source.address`), "ip:port".
     pub source: String,
 }
@@ -23,12 +26,12 @@ impl Request {
     /// `method path` for `example.com` from 10.0.0.1:40000.
     pub fn new(method: &str, path: &str) -> Request {
         Request {
-            headers: vec![
-                (":method".into(), method.into()),
-                (":path".into(), path.into()),
-                (":authority".into(), "example.com".into()),
-                (":scheme".into(), "http".into()),
-            ],
+            headers: HeaderMap::from_text(&[
+                (":method", method),
+                (":path", path),
+                (":authority", "example.com"),
+                (":scheme", "http"),
+            ]),
             source: "10.0.0.1:40000".into(),
         }
     }
@@ -39,9 +42,23 @@ impl Request {
         self
     }
 
-    /// With one more header (the name in lower case, as Envoy gives it).
-    pub fn header(mut self, name: &str, value: &str) -> Request {
-        self.headers.push((name.to_ascii_lowercase(), value.into()));
+    /// With one more field line (the name in lower case, as Envoy gives it).
+    pub fn header(self, name: &str, value: &str) -> Request {
+        self.header_bytes(name, value)
+    }
+
+    /// With one more field line of raw bytes (the name lower-cased, as
+    /// Envoy's codec does). Call it again with the same name for several
+    /// lines of one header.
+    pub fn header_bytes(mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Request {
+        self.headers.push(name.as_ref().to_ascii_lowercase(), value);
+        self
+    }
+
+    /// With `name` (a pseudo-header such as `:path`, or any other) set to
+    /// these raw bytes where it stands.
+    pub fn set_header_bytes(mut self, name: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Request {
+        self.headers.set_in_place(&name.as_ref().to_ascii_lowercase(), value.as_ref());
         self
     }
 }
@@ -54,7 +71,7 @@ pub struct LocalReply {
     /// Envoy's response code details.
     pub details: String,
     /// Headers.
-    pub headers: Headers,
+    pub headers: HeaderMap,
     /// Body.
     pub body: Vec<u8>,
 }
@@ -66,7 +83,8 @@ pub enum State {
     Waiting,
     /// Let through to the backend.
     Continued,
-    /// Answered by the filter itself.
+    /// Answered by the filter itself (or, with details `wasm_fail_stream`,
+    /// by Envoy because the VM had failed).
     Replied(LocalReply),
 }
 
@@ -76,7 +94,7 @@ pub struct Response {
     /// HTTP status.
     pub status: u32,
     /// Headers, in order.
-    pub headers: Headers,
+    pub headers: HeaderMap,
     /// Body as text.
     pub body: String,
     /// Whether the filter sent it (else the backend did).
@@ -84,9 +102,14 @@ pub struct Response {
 }
 
 impl Response {
-    /// The first value of a header (lower-case name).
+    /// The first value of a header as text (fails the test if it is not UTF-8).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers.text(name)
+    }
+
+    /// The first value of a header as bytes.
+    pub fn header_bytes(&self, name: &str) -> Option<&[u8]> {
+        self.headers.first(name)
     }
 }
 
@@ -94,13 +117,16 @@ impl Response {
 #[derive(Clone, Debug)]
 pub struct Stream {
     /// Request headers (the filter may change them).
-    pub request_headers: Headers,
+    pub request_headers: HeaderMap,
     /// Response headers, once the backend answered.
-    pub response_headers: Option<Headers>,
+    pub response_headers: Option<HeaderMap>,
     /// Properties by dotted path (`source.address`).
     pub properties: BTreeMap<String, Vec<u8>>,
     /// Where the filter has left it.
     pub state: State,
+    /// Whether the request headers can still be read or changed: Envoy lets
+    /// go of them once `proxy_on_request_headers` returned Continue.
+    pub request_map_open: bool,
 }
 
 impl Stream {
@@ -108,6 +134,12 @@ impl Stream {
     pub fn new(request: &Request) -> Stream {
         let mut properties = BTreeMap::new();
         properties.insert("source.address".to_string(), request.source.as_bytes().to_vec());
-        Stream { request_headers: request.headers.clone(), response_headers: None, properties, state: State::Waiting }
+        Stream {
+            request_headers: request_map(&request.headers),
+            response_headers: None,
+            properties,
+            state: State::Waiting,
+            request_map_open: true,
+        }
     }
 }

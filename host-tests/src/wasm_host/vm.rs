@@ -2,17 +2,20 @@
 //! worker thread runs it. Holds what is per worker: its contexts and
 //! streams, its tokens, its metric ids, its Redis connections. Every entry
 //! into the module goes through `Vm::enter`, which turns a trap into a test
-//! failure that carries the trap, the module's stderr and its last logs.
+//! failure that carries the trap, the module's stderr and its last logs;
+//! or, when the host records traps, into a failed VM, as Envoy keeps it:
+//! never entered again, and every new request answered 503.
 
 use std::collections::BTreeMap;
 
-use wasmtime::{Engine, Instance, Linker, Module, Store, Val};
+use wasmtime::{Engine, Func, Instance, Memory, Module, Store, TypedFunc, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::clock::Clock;
-use super::header_map::Headers;
+use super::header_map::HeaderMap;
+use super::hostcalls::Hostcalls;
 use super::metrics::Kind;
 use super::redis_link::{Login, RedisLink};
 use super::stream::Stream;
@@ -26,13 +29,28 @@ pub const ROOT_ID: u32 = 1;
 pub enum Callback {
     /// An HTTP-call response: headers (map type 6) and body (buffer type 4).
     Http {
-        /// Response headers.
-        headers: Headers,
-        /// Body.
-        body: Vec<u8>,
+        /// The response's headers and body; `None` when the call failed
+        /// (Envoy: neither exists during that callback).
+        response: Option<(HeaderMap, Vec<u8>)>,
+        /// What reading the body answers instead, if it fails.
+        body_status: Option<i32>,
     },
     /// A Redis reply: raw RESP bytes (buffer type 9).
-    Redis(Vec<u8>),
+    Redis {
+        /// The reply.
+        bytes: Vec<u8>,
+        /// What reading it answers instead, if it fails.
+        body_status: Option<i32>,
+    },
+}
+
+/// What hostcalls need from the instance: its memory and its allocator.
+#[derive(Clone)]
+pub struct ModuleExports {
+    /// The linear memory.
+    pub memory: Memory,
+    /// `proxy_on_memory_allocate`, if exported.
+    pub allocate: Option<TypedFunc<i32, i32>>,
 }
 
 /// One `proxy_redis_init` the module made.
@@ -73,6 +91,8 @@ pub struct VmState {
     pub clock: Clock,
     /// The plugin configuration (buffer type 7).
     pub plugin_config: Vec<u8>,
+    /// Whether `proxy_on_configure` runs (the configuration is readable only then).
+    pub configuring: bool,
     /// The context hostcalls act on: the one called, or the one the module
     /// chose with `proxy_set_effective_context`.
     pub active: u32,
@@ -98,6 +118,10 @@ pub struct VmState {
     pub tick_period_ms: u32,
     /// The module's stderr (a Rust panic message lands here before the trap).
     pub stderr: MemoryOutputPipe,
+    /// The instance's memory and allocator, once instantiated.
+    pub exports: Option<ModuleExports>,
+    /// The real functions behind the wrapped hostcalls, by wrapper index.
+    pub real_hostcalls: Vec<Option<Func>>,
 }
 
 /// A running VM.
@@ -107,6 +131,8 @@ pub struct Vm {
     instance: Instance,
     /// Whether `proxy_on_configure` accepted the configuration.
     pub configured: bool,
+    /// The report of the trap that failed this VM, when traps are recorded.
+    pub failed: Option<String>,
 }
 
 impl Vm {
@@ -115,7 +141,7 @@ impl Vm {
     pub fn start(
         engine: &Engine,
         module: &Module,
-        linker: &Linker<VmState>,
+        hostcalls: &Hostcalls,
         index: usize,
         world: &WorldRef,
         plugin_config: &[u8],
@@ -130,6 +156,7 @@ impl Vm {
             world: world.clone(),
             clock,
             plugin_config: plugin_config.to_vec(),
+            configuring: false,
             active: ROOT_ID,
             streams: BTreeMap::new(),
             callback: None,
@@ -142,16 +169,23 @@ impl Vm {
             metric_ids: Vec::new(),
             tick_period_ms: 0,
             stderr,
+            exports: None,
+            real_hostcalls: Vec::new(),
         };
         let mut store = Store::new(engine, state);
-        let instance = linker
+        store.data_mut().real_hostcalls = hostcalls.real_in(&mut store);
+        let instance = hostcalls
+            .linker()
             .instantiate(&mut store, module)
             .unwrap_or_else(|e| panic!("VM {index}: the module does not instantiate: {e:?}"));
         assert!(
             instance.get_func(&mut store, "proxy_abi_version_0_2_1").is_some(),
             "the module does not export proxy_abi_version_0_2_1: not a proxy-wasm 0.2.1 module"
         );
-        let mut vm = Vm { store, instance, configured: false };
+        let memory = instance.get_memory(&mut store, "memory");
+        let allocate = instance.get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate").ok();
+        store.data_mut().exports = memory.map(|memory| ModuleExports { memory, allocate });
+        let mut vm = Vm { store, instance, configured: false, failed: None };
         for start in ["_initialize", "_start"] {
             if vm.instance.get_func(&mut vm.store, start).is_some() {
                 vm.enter(ROOT_ID, start, &[]);
@@ -160,7 +194,9 @@ impl Vm {
         vm.enter(ROOT_ID, "proxy_on_context_create", &[Val::I32(ROOT_ID as i32), Val::I32(0)]);
         let started = vm.enter(ROOT_ID, "proxy_on_vm_start", &[Val::I32(ROOT_ID as i32), Val::I32(0)]);
         let size = plugin_config.len() as i32;
+        vm.store.data_mut().configuring = true;
         let configured = vm.enter(ROOT_ID, "proxy_on_configure", &[Val::I32(ROOT_ID as i32), Val::I32(size)]);
+        vm.store.data_mut().configuring = false;
         vm.configured = started == Some(1) && configured == Some(1);
         vm
     }
@@ -170,11 +206,21 @@ impl Vm {
         self.instance.get_func(&mut self.store, name).is_some()
     }
 
+    /// The size of the module's linear memory, in bytes.
+    pub fn memory_bytes(&self) -> u64 {
+        let state = self.store.data();
+        state.exports.as_ref().map_or(0, |e| e.memory.data_size(&self.store) as u64)
+    }
+
     /// Calls export `name` on behalf of `context` and returns its i32 result,
-    /// if it has one. A trap fails the test with everything known about it.
+    /// if it has one. A trap fails the test with everything known about it,
+    /// or, when traps are recorded, fails the VM. A failed VM is not entered.
     /// An export the module leaves out gets proxy-wasm-cpp-host's default
     /// (callbacks returning an action: Continue; `proxy_on_done`: done).
     pub fn enter(&mut self, context: u32, name: &str, args: &[Val]) -> Option<i32> {
+        if self.failed.is_some() {
+            return None;
+        }
         let Some(func) = self.instance.get_func(&mut self.store, name) else {
             return match name {
                 "proxy_on_done" => Some(1),
@@ -188,7 +234,16 @@ impl Vm {
         self.store.data_mut().active = ROOT_ID;
         self.store.data_mut().callback = None;
         if let Err(e) = outcome {
-            panic!("{}", self.trap_report(name, context, &e));
+            let report = self.trap_report(name, context, &e);
+            let mut world = lock(&self.store.data().world);
+            if !world.record_traps {
+                drop(world);
+                panic!("{report}");
+            }
+            world.traps.push(report.clone());
+            drop(world);
+            self.failed = Some(report);
+            return None;
         }
         results.first().and_then(Val::i32)
     }

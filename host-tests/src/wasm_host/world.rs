@@ -1,6 +1,7 @@
 //! What every VM of one host shares, like the Envoy process around its
 //! worker threads: the clock, shared data, stats, clusters, the store calls
-//! in flight, the faults to inject, and the module's log.
+//! in flight, the faults and statuses to inject, the module's log and the
+//! traps recorded.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -10,6 +11,7 @@ use super::clusters::Clusters;
 use super::faults::FaultPlan;
 use super::metrics::Metrics;
 use super::shared_data::SharedData;
+use super::statuses::StatusPlan;
 
 /// One line the module logged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,11 +39,14 @@ pub struct World {
     pub faults: FaultPlan,
     /// Store calls, in flight and done.
     pub calls: Calls,
+    /// Statuses to return instead of hostcalls' work.
+    pub statuses: StatusPlan,
     /// Everything the module logged.
     pub logs: Vec<LogLine>,
-    /// Deliver HTTP-call replies even to streams that ended (Envoy cancels
-    /// those calls; this checks the module survives a host that does not).
-    pub deliver_after_close: bool,
+    /// Keep a trap as a failed VM (as Envoy does) instead of failing the test.
+    pub record_traps: bool,
+    /// The traps recorded, each with its report.
+    pub traps: Vec<String>,
 }
 
 /// A handle every VM holds.

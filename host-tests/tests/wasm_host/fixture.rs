@@ -1,7 +1,7 @@
 //! Servers, configurations and hosts shared by the tests.
 
 use host_tests::redis_server::RedisServer;
-use host_tests::wasm_host::{Artifact, Host, HostBuilder, Request, Response, EPOCH_MS};
+use host_tests::wasm_host::{Artifact, Fault, Host, HostBuilder, Request, Response, EPOCH_MS};
 use host_tests::webdis::Webdis;
 
 /// The cluster name the configurations use for the store.
@@ -140,6 +140,37 @@ pub fn assert_unavailable(r: &Response) {
     assert_eq!((r.status, r.local), (503, true));
     assert_eq!(r.body, r#"{"error":"rate_limiter_unavailable"}"#);
     assert_eq!(r.header("retry-after"), Some("1"));
+}
+
+/// One closed and one open rule on the same identity (one call decides both).
+pub const BOTH_POLICIES: &str = r#"
+  {"name":"closed","match":{"path_prefix":"/closed"},"key":["client_ip"],"failure_mode":"closed",
+   "limits":[{"algorithm":"fixed_window","limit":5,"window":"1h"}]},
+  {"name":"open","match":{"path_prefix":"/open"},"key":["client_ip"],"failure_mode":"open",
+   "limits":[{"algorithm":"fixed_window","limit":5,"window":"1h"}]}"#;
+
+/// Runs `fault` once on a closed and once on an open request, each on a
+/// fresh host, from client number `client` (the Redis is shared by the
+/// cases); returns the hosts for further checks.
+pub fn both_policies(servers: &Servers, client: usize, fault: &Fault) -> (Host, Host) {
+    let get = |path: &str| Request::get(path).from(&format!("10.1.0.{client}:1"));
+    let config = servers.kind.config(BOTH_POLICIES);
+    let mut closed = servers.host(&config, 1).start();
+    closed.advance_to(at(1_000));
+    closed.faults([fault.clone()]);
+    let r = closed.send(0, get("/closed"));
+    assert_eq!((r.status, r.local), (503, true), "{fault:?}: {r:?}");
+    assert_unavailable(&r);
+    assert_eq!(closed.counter("ratelimit.closed.store_errors"), 1, "{fault:?}");
+    let mut open = servers.host(&config, 1).start();
+    open.advance_to(at(1_000));
+    open.faults([fault.clone()]);
+    let r = open.send(0, get("/open"));
+    assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, Some("4")), "{fault:?}: the fallback admits");
+    assert_eq!(open.counter("ratelimit.open.fallback_allowed"), 1);
+    // The store is fine again: the next request is decided by it.
+    assert_eq!(closed.send(0, get("/closed")).status, 200);
+    (closed, open)
 }
 
 /// Runs a test for each build (the Redis one fails at once, saying how to

@@ -75,7 +75,7 @@ fn the_webdis_call_is_what_webdis_expects() {
     assert_eq!(call.deadline_ms - call.dispatched_ms, 25);
     assert_eq!(call.cluster, "store");
     let host_tests::wasm_host::calls::Request::Http { headers, .. } = &call.request else { panic!() };
-    let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+    let get = |n: &str| headers.text(n);
     assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
     let args = call.request.args();
     // Protocol v2: one key; now, one spec (fw, 5, 1 h, burst 5), one

@@ -1,7 +1,7 @@
-//! A client that goes away before the store answers. Store calls belong to
-//! the plugin's root context (a batch carries other clients' decisions
-//! too), so the answer still comes; the module finds the stream gone and
-//! drops its decision. No trap, and the next requests are decided as usual.
+//! A client that goes away before the store answers. The call belongs to
+//! the root context (Envoy's HTTP calls as Higress's Redis calls), so its
+//! reply still arrives there, where the module must find the stream gone
+//! and drop it: no trap, and the next requests are decided as usual.
 
 use host_tests::wasm_host::{Fault, Outcome, Request};
 
@@ -31,12 +31,12 @@ fn a_reply_after_the_client_left_is_dropped(kind: Kind) {
     assert_eq!(host.send(0, Request::get("/api")).header("x-ratelimit-remaining"), Some("2"));
 }
 
-/// A host that delivers HTTP-call replies after the stream that started
-/// the call ended (what the root-owned calls always get): survived.
+/// The client leaves while the script is being loaded: the load's reply
+/// arrives for a stream that is gone.
 #[test]
-fn webdis_even_a_host_that_delivers_late_replies_is_survived() {
+fn webdis_a_script_load_reply_after_the_client_left_is_dropped() {
     let servers = Servers::start_empty(Kind::Webdis);
-    let mut host = servers.host(&config(Kind::Webdis), 1).deliver_after_close().start();
+    let mut host = servers.host(&config(Kind::Webdis), 1).start();
     host.advance_to(at(1_000));
     // The first EVALSHA meets NOSCRIPT; the client leaves during the load.
     host.faults([Fault::Pass, Fault::Delay(5)]);

@@ -2,40 +2,9 @@
 //! the rule's failure policy answers (503 closed, fallback open), with the
 //! reason logged, and never a trap.
 
-use host_tests::wasm_host::{Fault, Host, Request};
+use host_tests::wasm_host::Fault;
 
-use crate::fixture::{assert_unavailable, at, Kind, Servers};
-
-/// One closed and one open rule on the same identity (one call decides both).
-const RULES: &str = r#"
-  {"name":"closed","match":{"path_prefix":"/closed"},"key":["client_ip"],"failure_mode":"closed",
-   "limits":[{"algorithm":"fixed_window","limit":5,"window":"1h"}]},
-  {"name":"open","match":{"path_prefix":"/open"},"key":["client_ip"],"failure_mode":"open",
-   "limits":[{"algorithm":"fixed_window","limit":5,"window":"1h"}]}"#;
-
-/// Runs `fault` once on a closed and once on an open request, each on a
-/// fresh host, from client number `client` (the Redis is shared by the
-/// cases); returns the hosts for further checks.
-fn both_policies(servers: &Servers, client: usize, fault: &Fault) -> (Host, Host) {
-    let get = |path: &str| Request::get(path).from(&format!("10.1.0.{client}:1"));
-    let config = servers.kind.config(RULES);
-    let mut closed = servers.host(&config, 1).start();
-    closed.advance_to(at(1_000));
-    closed.faults([fault.clone()]);
-    let r = closed.send(0, get("/closed"));
-    assert_eq!((r.status, r.local), (503, true), "{fault:?}: {r:?}");
-    assert_unavailable(&r);
-    assert_eq!(closed.counter("ratelimit.closed.store_errors"), 1, "{fault:?}");
-    let mut open = servers.host(&config, 1).start();
-    open.advance_to(at(1_000));
-    open.faults([fault.clone()]);
-    let r = open.send(0, get("/open"));
-    assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, Some("4")), "{fault:?}: the fallback admits");
-    assert_eq!(open.counter("ratelimit.open.fallback_allowed"), 1);
-    // The store is fine again: the next request is decided by it.
-    assert_eq!(closed.send(0, get("/closed")).status, 200);
-    (closed, open)
-}
+use crate::fixture::{both_policies, Kind, Servers};
 
 #[test]
 fn webdis_malformed_replies_are_store_errors() {

@@ -1,24 +1,30 @@
-//! `proxy_get_buffer_bytes`: the plugin configuration (7), an HTTP-call
-//! response body (4) and a Redis reply (9, Higress), the last two only
-//! while their callback runs. Clipping follows proxy-wasm-cpp-host: the
-//! range is cut to the buffer, and an empty range writes nothing.
+//! `proxy_get_buffer_bytes`, as proxy-wasm-cpp-host and Envoy serve it: the
+//! plugin configuration (7) during `proxy_on_configure` only, an HTTP-call
+//! response body (4) and a Redis reply (9, Higress) during their callback
+//! only. A buffer that does not exist now is NotFound; the range is cut to
+//! the buffer; an empty range writes a null pointer and size 0.
 
 use wasmtime::{Caller, Linker, Result};
 
-use crate::wasm_host::memory::copy_out;
+use crate::wasm_host::memory::{copy_out, write_u32};
 use crate::wasm_host::status::{BAD_ARGUMENT, NOT_FOUND, OK};
 use crate::wasm_host::vm::{Callback, VmState};
 
-/// Higress's buffer type for a Redis reply.
+/// Higress's buffer type for a Redis reply (its `WasmBufferType::MAX`).
 pub const REDIS_CALL_RESPONSE: i32 = 9;
 
-fn buffer(state: &VmState, kind: i32) -> Option<Vec<u8>> {
+/// The buffer, or the status reading it answers.
+fn buffer(state: &VmState, kind: i32) -> Result<&[u8], i32> {
     match (kind, &state.callback) {
-        (4, Some(Callback::Http { body, .. })) => Some(body.clone()),
-        (REDIS_CALL_RESPONSE, Some(Callback::Redis(bytes))) => Some(bytes.clone()),
-        (6, _) => Some(Vec::new()), // no VM configuration
-        (7, _) => Some(state.plugin_config.clone()),
-        _ => None,
+        (4, Some(Callback::Http { body_status: Some(s), .. })) => Err(*s),
+        (4, Some(Callback::Http { response: Some((_, body)), .. })) => Ok(body),
+        (REDIS_CALL_RESPONSE, Some(Callback::Redis { body_status: Some(s), .. })) => Err(*s),
+        (REDIS_CALL_RESPONSE, Some(Callback::Redis { bytes, .. })) => Ok(bytes),
+        (7, _) if state.configuring => Ok(&state.plugin_config),
+        // Stream bodies, network data, gRPC, VM configuration, call data:
+        // Envoy hands an empty buffer.
+        (0..=3 | 5 | 6 | 8, _) => Ok(&[]),
+        _ => Err(NOT_FOUND),
     }
 }
 
@@ -31,15 +37,23 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             if !(0..=REDIS_CALL_RESPONSE).contains(&kind) {
                 return Ok(BAD_ARGUMENT);
             }
-            let Some(bytes) = buffer(c.data(), kind) else { return Ok(NOT_FOUND) };
-            let (start, max) = (start as u32 as usize, max as u32 as usize);
+            let (start, max) = (start as u32, max as u32);
+            let bytes = match buffer(c.data(), kind) {
+                Ok(bytes) => bytes,
+                Err(status) => return Ok(status),
+            };
             if start.checked_add(max).is_none() {
                 return Ok(BAD_ARGUMENT);
             }
+            let (start, max) = (start as usize, max as usize);
             let end = start.saturating_add(max).min(bytes.len());
-            if end > start {
-                copy_out(&mut c, &bytes[start..end], ptr_ptr, size_ptr)?;
+            if end <= start {
+                write_u32(&mut c, ptr_ptr, 0)?;
+                write_u32(&mut c, size_ptr, 0)?;
+                return Ok(OK);
             }
+            let range = bytes[start..end].to_vec();
+            copy_out(&mut c, &range, ptr_ptr, size_ptr)?;
             Ok(OK)
         },
     )?;

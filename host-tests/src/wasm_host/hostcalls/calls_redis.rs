@@ -88,7 +88,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
                 return Ok(status);
             }
             let now = c.data().clock.now_ms();
-            let id = lock(&world).calls.all.len() as u64;
+            let id = lock(&world).calls.next_id();
             let answer = answer(c.data_mut(), &target.name, &client, &fault, id, &query, now)?;
             let state = c.data_mut();
             let token = state.next_redis_token;
@@ -96,7 +96,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let vm = state.index;
             write_u32(&mut c, token_ptr, token)?;
             let deadline_ms = if client.timeout_ms == 0 { u64::MAX } else { now + client.timeout_ms };
-            lock(&world).calls.all.push(Call {
+            lock(&world).calls.push(Call {
                 id,
                 vm,
                 token,
@@ -129,13 +129,16 @@ fn answer(
 ) -> Result<Answer> {
     let ready = |reply| Ok(Answer::Ready { at_ms: now, reply });
     let delay = match fault {
-        Fault::Pass => 0,
+        Fault::Pass | Fault::Twice | Fault::SizeOverclaim(_) | Fault::BodyStatus(_) => 0,
         Fault::Delay(ms) => *ms,
         Fault::Drop => return Ok(Answer::Never),
+        Fault::NoCallback => return Ok(Answer::Lost),
         Fault::Timeout | Fault::ConnectFailure => return ready(Reply::RedisNetworkError),
         Fault::Error(text) => return ready(Reply::Redis(format!("-{text}\r\n").into_bytes())),
         Fault::Raw(bytes) => return ready(Reply::Redis(bytes.clone())),
-        Fault::Http(..) | Fault::Reset => return Err(format_err!("{fault:?} is an HTTP fault; this is a Redis call")),
+        Fault::Http(..) | Fault::HttpReply(..) | Fault::Reset => {
+            return Err(format_err!("{fault:?} is an HTTP fault; this is a Redis call"))
+        }
         Fault::DispatchStatus(_) => return Err(format_err!("handled before")),
     };
     if !state.redis_links.contains_key(cluster) {

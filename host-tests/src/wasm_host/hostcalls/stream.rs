@@ -4,7 +4,7 @@
 
 use wasmtime::{format_err, Caller, Linker, Result};
 
-use crate::wasm_host::header_map::deserialize;
+use crate::wasm_host::header_map::HeaderMap;
 use crate::wasm_host::memory::{read, read_str};
 use crate::wasm_host::status::{BAD_ARGUMENT, NOT_FOUND, OK};
 use crate::wasm_host::stream::{LocalReply, State};
@@ -42,7 +42,8 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let details = read_str(&mut c, details_ptr, details_len)?;
             let body = read(&mut c, body_ptr, body_len)?;
             let raw = read(&mut c, headers_ptr, headers_len)?;
-            let headers = deserialize(&raw).map_err(|e| format_err!("proxy_send_local_response headers: {e}"))?;
+            let headers =
+                HeaderMap::deserialize(&raw).map_err(|e| format_err!("proxy_send_local_response headers: {e}"))?;
             let active = c.data().active;
             let Some(stream) = c.data_mut().streams.get_mut(&active) else { return Ok(NOT_FOUND) };
             if let State::Replied(first) = &stream.state {
