@@ -16,6 +16,9 @@ pub enum Artifact {
     Webdis,
     /// `dist/ratelimit-redis.wasm`: Higress's Redis calls.
     Redis,
+    /// Not the filter: a tiny module that traps on request (`x-probe-trap`),
+    /// to test the host's own trap reporting (`crate::probe_module`).
+    Probe,
 }
 
 impl Artifact {
@@ -24,6 +27,7 @@ impl Artifact {
         match self {
             Artifact::Webdis => "ratelimit.wasm",
             Artifact::Redis => "ratelimit-redis.wasm",
+            Artifact::Probe => "probe.wasm",
         }
     }
 
@@ -42,12 +46,16 @@ pub fn engine() -> &'static Engine {
 /// The compiled module of `artifact`.
 pub fn module(artifact: Artifact) -> Module {
     static CACHE: OnceLock<Mutex<HashMap<Artifact, Module>>> = OnceLock::new();
-    let path = artifact.path();
     let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     cache
         .entry(artifact)
-        .or_insert_with(|| {
-            Module::from_file(engine(), &path).unwrap_or_else(|e| panic!("{} does not compile: {e:?}", path.display()))
+        .or_insert_with(|| match artifact {
+            Artifact::Probe => Module::new(engine(), crate::probe_module::probe_wasm()).unwrap(),
+            _ => {
+                let path = artifact.path();
+                Module::from_file(engine(), &path)
+                    .unwrap_or_else(|e| panic!("{} does not compile: {e:?}", path.display()))
+            }
         })
         .clone()
 }

@@ -183,7 +183,11 @@ impl Vm {
             "the module does not export proxy_abi_version_0_2_1: not a proxy-wasm 0.2.1 module"
         );
         let memory = instance.get_memory(&mut store, "memory");
-        let allocate = instance.get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate").ok();
+        // As proxy-wasm-cpp-host: `malloc` when the module has no proxy_on_memory_allocate.
+        let allocate = instance
+            .get_typed_func::<i32, i32>(&mut store, "proxy_on_memory_allocate")
+            .or_else(|_| instance.get_typed_func::<i32, i32>(&mut store, "malloc"))
+            .ok();
         store.data_mut().exports = memory.map(|memory| ModuleExports { memory, allocate });
         let mut vm = Vm { store, instance, configured: false, failed: None };
         for start in ["_initialize", "_start"] {

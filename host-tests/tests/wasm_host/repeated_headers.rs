@@ -1,15 +1,15 @@
-//! Several field lines of one header, as Envoy hands them over: the module
-//! reads the FIRST value of a header it looks up (Envoy's
-//! `get_header_map_value`), except for Envoy's inline headers, which its
-//! codec joins into one comma-separated value before any filter runs; so
-//! two `x-forwarded-for` lines count as one list.
+//! Several field lines of one header, as Envoy hands them over (every line
+//! through `get_header_map_pairs`; Envoy's inline headers already joined
+//! into one comma-separated value by its codec). A key header with two
+//! different values is refused: which one the upstream reads is unknown.
+//! Two `x-forwarded-for` lines count as one list.
 
 use host_tests::wasm_host::Request;
 
 use crate::both_transports;
 use crate::fixture::{at, Kind, Servers};
 
-both_transports!(the_first_line_of_a_key_header_counts, two_forwarded_for_lines_are_one_list);
+both_transports!(two_different_key_header_lines_are_refused, two_forwarded_for_lines_are_one_list);
 
 const RULES: &str = r#"
   {"name":"key","match":{"path_prefix":"/key"},"key":["header:x-api-key"],"failure_mode":"closed",
@@ -21,11 +21,15 @@ fn config(kind: Kind) -> String {
     kind.config_with(RULES, r#","client_ip":{"xff_trusted_hops":1}"#)
 }
 
-fn the_first_line_of_a_key_header_counts(kind: Kind) {
+fn two_different_key_header_lines_are_refused(kind: Kind) {
     let servers = Servers::start(kind);
     let mut host = servers.host(&config(kind), 1).start();
     host.advance_to(at(1_000));
     let r = host.send(0, Request::get("/key").header("x-api-key", "k1").header("x-api-key", "k2"));
+    assert_eq!((r.status, r.local), (400, true));
+    assert!(host.calls().is_empty(), "no budget was spent");
+    // The same key twice is the key.
+    let r = host.send(0, Request::get("/key").header("x-api-key", "k1").header("x-api-key", "k1"));
     assert_eq!(r.header("x-ratelimit-remaining"), Some("4"));
     assert!(host.calls()[0].request.args().iter().any(|a| a.contains("{k1}")), "{:?}", host.calls()[0].request);
     assert_eq!(host.send(0, Request::get("/key").header("x-api-key", "k1")).header("x-ratelimit-remaining"), Some("3"));
