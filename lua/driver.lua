@@ -1,114 +1,198 @@
--- Driver: decides every limit of ONE client in one atomic call, all or
--- nothing: if any limit denies, none of them consumes anything.
+-- Driver, protocol v2: a batch of decisions in one atomic call. Each
+-- decision covers limits of ONE client; decisions run in order, each seeing
+-- the writes of those before it.
 --
--- KEYS: per limit in order; sliding_window takes two (current, previous
---       window), every other algorithm one. All share one hash tag.
--- ARGV: now_ms (the caller's clock, for the windowed algorithms), n, then per
---       limit: algorithm (sw, fw, tb, sl, gc), limit, window_ms, burst, cost.
--- Reply: per limit: allowed (1/0), remaining, reset_ms, retry_after_ms
---       (0 when allowed, -1 when the cost can never fit).
+-- KEYS: per decision, per limit, in order: sliding_window two (current,
+--       previous window), every other algorithm one.
+-- ARGV: now (the caller's clock, ms), S, then S specs of 4: code (sw, fw,
+--       tb, sl, gc), limit, window_ms, burst; then D, then per decision: L,
+--       then L limits of 4: spec (1-based index into the specs), op, amount,
+--       offset. The test build appends its clock (CLOCK_ARGS).
+--       op u: use (consume amount if the whole decision admits);
+--       op k: check (allowed iff amount units remain; writes nothing);
+--       op g: charge (add amount unconditionally, into debt if need be).
+--       A decision is request-time (u and k) or a charge (only g); g on sl
+--       is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
+-- Reply: per decision, per limit: allowed (1/0), remaining, reset_ms,
+--       retry_after_ms (0 when allowed; -1 when amount can never fit).
+--       For g: allowed = at least one unit remains after the charge, and
+--       retry_after_ms = until one unit remains.
+--
+-- All or nothing per request-time decision: its u writes are applied only
+-- if every limit allows. Anything invalid is refused before any key is read.
+--
+-- Debt caps (so every reply is bounded): a token bucket's tokens never go
+-- below -capacity and a GCRA's TAT never more than one tolerance past the
+-- tolerance (both: at most 2 x burst x window units ahead), and never more
+-- than 2^53 - 1 ms from full. Window counts saturate at 2^53 - 1, where they
+-- already deny through their two windows. Bounds: sw reset and retry
+-- <= 2 x window; fw and sl <= window; tb and gc <= ceil(2 x burst x window /
+-- limit); remaining <= limit (burst for tb and gc); all <= 2^53 - 1.
 
-local MAX_LIMITS = 64
-local SLIDING_LOG_MAX = 10000 -- keeps one call's work and one key's memory bounded
+local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64
+local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
+local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
 
 local function bad(msg)
   return redis.error_reply('ERR ratelimit: ' .. msg)
 end
 
-local caller_now = tonumber(ARGV[1])
-if caller_now == nil or caller_now ~= caller_now or caller_now < 0
-    or caller_now >= MAX_EXACT or floor(caller_now) ~= caller_now then
+local function bad_limit(d, i, msg)
+  return bad('decision ' .. d .. ' limit ' .. i .. ': ' .. msg)
+end
+
+local nargs = #ARGV - CLOCK_ARGS
+local now = tonumber(ARGV[1])
+if now == nil or not (now >= 0 and now < MAX_EXACT) or now % 1 ~= 0 then
   return bad('now must be a non-negative integer')
 end
-local n = posint(ARGV[2])
-if n == nil or n > MAX_LIMITS then
-  return bad('the limit count must be an integer from 1 to ' .. MAX_LIMITS)
+local S = posint(ARGV[2])
+if S == nil or S > MAX_SPECS then
+  return bad('the spec count must be an integer from 1 to ' .. MAX_SPECS)
 end
-if #ARGV ~= 2 + 5 * n + CLOCK_ARGS then
-  return bad('expected ' .. (2 + 5 * n) .. ' arguments for ' .. n .. ' limits')
+if nargs < 3 + 4 * S then
+  return bad('too few arguments')
 end
 
--- Validate everything before touching any key: p holds, per limit, the
--- limit, window, burst and cost as numbers.
-local p = {}
-local keys_needed = 0
-local needs_clock = false
-for i = 1, n do
-  local base = 2 + (i - 1) * 5
-  local code = ARGV[base + 1]
-  local limit, window = posint(ARGV[base + 2]), posint(ARGV[base + 3])
-  local burst, cost = posint(ARGV[base + 4]), posint(ARGV[base + 5])
-  if code ~= 'sw' and code ~= 'fw' and code ~= 'tb' and code ~= 'sl' and code ~= 'gc' then
-    return bad('limit ' .. i .. ': unknown algorithm')
+-- The spec table, validated once. For tb and gc, the tolerance (burst x
+-- window units) and the debt cap, as (whole ms, remainder in 1/limit ms).
+local code, lim, win, bur = {}, {}, {}, {}
+local tq, tr, cq, cr = {}, {}, {}, {}
+local a = 3
+for s = 1, S do
+  local c, limit, window, burst = ARGV[a], posint(ARGV[a + 1]), posint(ARGV[a + 2]), posint(ARGV[a + 3])
+  if c ~= 'sw' and c ~= 'fw' and c ~= 'tb' and c ~= 'sl' and c ~= 'gc' then
+    return bad('spec ' .. s .. ': unknown algorithm')
   elseif limit == nil then
-    return bad('limit ' .. i .. ': limit must be a positive integer')
+    return bad('spec ' .. s .. ': limit must be a positive integer')
   elseif window == nil then
-    return bad('limit ' .. i .. ': window must be a positive integer of ms')
+    return bad('spec ' .. s .. ': window must be a positive integer of ms')
   elseif burst == nil then
-    return bad('limit ' .. i .. ': burst must be a positive integer')
-  elseif cost == nil then
-    return bad('limit ' .. i .. ': cost must be a positive integer')
-  elseif limit * window >= MAX_EXACT or burst * window >= MAX_EXACT or cost * window >= MAX_EXACT then
-    return bad('limit ' .. i .. ': limit, burst or cost times window is too large')
-  elseif code == 'sl' and limit > SLIDING_LOG_MAX then
-    return bad('limit ' .. i .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
+    return bad('spec ' .. s .. ': burst must be a positive integer')
+  elseif limit * window >= MAX_EXACT or burst * window >= MAX_EXACT then
+    return bad('spec ' .. s .. ': limit or burst times window is too large')
+  elseif c == 'sl' and limit > SLIDING_LOG_MAX then
+    return bad('spec ' .. s .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
   end
-  p[4 * i - 3], p[4 * i - 2], p[4 * i - 1], p[4 * i] = limit, window, burst, cost
-  if code == 'sw' then
-    keys_needed = keys_needed + 2
-  else
-    keys_needed = keys_needed + 1
-    needs_clock = needs_clock or code ~= 'fw'
+  code[s], lim[s], win[s], bur[s] = c, limit, window, burst
+  if c == 'tb' or c == 'gc' then
+    local tol = burst * window
+    local q = idiv(tol, limit)
+    local r = tol - q * limit
+    tq[s], tr[s] = q, r
+    -- The cap: min(2 x tolerance, 2^53 - 1 ms); past 2^53 only compared.
+    local c2, r2 = 2 * q, 2 * r
+    if r >= limit - r then
+      c2, r2 = c2 + 1, r - (limit - r)
+    end
+    if c2 > TOP or (c2 == TOP and r2 > 0) then
+      c2, r2 = TOP, 0
+    end
+    cq[s], cr[s] = c2, r2
   end
+  a = a + 4
+end
+
+-- Every decision and limit, validated before any key is touched.
+local D = posint(ARGV[a])
+if D == nil or D > MAX_DECISIONS then
+  return bad('the decision count must be an integer from 1 to ' .. MAX_DECISIONS)
+end
+a = a + 1
+local dlen, dcharge = {}, {}
+local lspec, lop, lamt, loff = {}, {}, {}, {}
+local n, keys_needed, needs_clock = 0, 0, false
+for d = 1, D do
+  local L = posint(ARGV[a])
+  if L == nil or L > MAX_LIMITS then
+    return bad('decision ' .. d .. ': the limit count must be an integer from 1 to ' .. MAX_LIMITS)
+  elseif a + 4 * L > nargs then
+    return bad('too few arguments')
+  end
+  local charge = ARGV[a + 2] == 'g'
+  for i = 1, L do
+    local s, op, amount, offset = posint(ARGV[a + 1]), ARGV[a + 2], posint(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    if s == nil or s > S then
+      return bad_limit(d, i, 'spec must be an index into the specs')
+    elseif op ~= 'u' and op ~= 'k' and op ~= 'g' then
+      return bad_limit(d, i, 'op must be u, k or g')
+    elseif amount == nil then
+      return bad_limit(d, i, 'amount must be a positive integer')
+    elseif amount * win[s] >= MAX_EXACT then
+      return bad_limit(d, i, 'amount times window is too large')
+    elseif offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
+      return bad_limit(d, i, 'offset must be an integer from 0 to window - 1')
+    elseif offset ~= 0 and code[s] ~= 'fw' then
+      return bad_limit(d, i, 'offset applies to fw only')
+    elseif (op == 'g') ~= charge then
+      return bad_limit(d, i, 'a decision is either u and k or only g')
+    elseif charge and code[s] == 'sl' then
+      return bad_limit(d, i, 'g is impossible on sl')
+    end
+    n = n + 1
+    lspec[n], lop[n], lamt[n], loff[n] = s, op, amount, offset
+    if code[s] == 'sw' then
+      keys_needed = keys_needed + 2
+    else
+      keys_needed = keys_needed + 1
+      needs_clock = needs_clock or code[s] ~= 'fw'
+    end
+    a = a + 4
+  end
+  dlen[d], dcharge[d] = L, charge
+  a = a + 1
+end
+if a - 1 ~= nargs then
+  return bad('expected ' .. (a - 1) .. ' arguments for these decisions')
 end
 if #KEYS ~= keys_needed then
-  return bad('expected ' .. keys_needed .. ' keys for these limits')
+  return bad('expected ' .. keys_needed .. ' keys for these decisions')
 end
 
--- The windowed algorithms use the caller's clock (the window index is in
--- their keys); the others Redis TIME, read once.
-local script_now = 0
+-- sw and fw run on the caller's clock (the window index is in their keys);
+-- the others on Redis TIME, read once.
+local store_now = 0
 if needs_clock then
-  script_now = clock_ms()
+  store_now = clock_ms()
 end
 
 local reply = {}
-local writes = {}
-local all_allowed = true
-local k = 1
-for i = 1, n do
-  local code = ARGV[2 + (i - 1) * 5 + 1]
-  local limit, window, burst, cost = p[4 * i - 3], p[4 * i - 2], p[4 * i - 1], p[4 * i]
-  local allowed, remaining, reset, retry = false, 0, 0, 0
-  local now = script_now
-  if code == 'sw' then
-    now = caller_now
-    --@include sliding_window.lua
-    k = k + 2
-  else
-    if code == 'fw' then
-      now = caller_now
-      --@include fixed_window.lua
-    elseif code == 'tb' then
-      --@include token_bucket.lua
-    elseif code == 'sl' then
-      --@include sliding_log.lua
+-- A decision's queued writes: key, value, ttl (ms); sl sets wz (its clock).
+local wk, wv, wt, wz = {}, {}, {}, {}
+local k, j, r = 1, 0, 0
+for d = 1, D do
+  local nw, all = 0, true
+  for _ = 1, dlen[d] do
+    j = j + 1
+    local s = lspec[j]
+    local c, limit, window, op, amount = code[s], lim[s], win[s], lop[j], lamt[j]
+    local allowed, remaining, reset, retry
+    if c == 'sw' then
+      --@include sliding_window.lua
+      k = k + 2
     else
-      --@include gcra.lua
+      if c == 'fw' then
+        --@include fixed_window.lua
+      elseif c == 'sl' then
+        --@include sliding_log.lua
+      else
+        --@include tat.lua
+      end
+      k = k + 1
     end
-    k = k + 1
+    all = all and allowed
+    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
+    r = r + 4
   end
-  if allowed then
-    retry = 0
-  else
-    all_allowed = false
-  end
-  reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = allowed and 1 or 0, remaining, reset, retry
-end
-
-if all_allowed then
-  for i = 1, #writes do
-    redis.call(unpack(writes[i]))
+  if all or dcharge[d] then
+    for w = 1, nw do
+      local key = wk[w]
+      if wz[w] then
+        --@include sliding_log_write.lua
+      else
+        call('SET', key, wv[w], 'PX', fmt('%d', wt[w]))
+      end
+    end
   end
 end
 return reply

@@ -1,24 +1,43 @@
 -- fixed_window: one counter per window, the window index in its name (from
--- the caller's clock). The expiry is set only when the key has none, so it
--- is never pushed out and every window closes.
+-- the caller's clock, shifted by the limit's offset: the window works on
+-- now + offset). Written with SET ... PX <ms to the window's end>, so the
+-- TTL is exact and needs no PEXPIRE NX (Redis 7.0).
 -- (A fragment of the driver's loop.)
 local key = KEYS[k]
-local count = tonumber(redis.call('GET', key)) or 0
-reset = window - now % window
-if count + cost <= limit then
-  allowed = true
-  remaining = limit - count - cost
-  writes[#writes + 1] = { 'INCRBY', key, cost }
-  writes[#writes + 1] = { 'PEXPIRE', key, reset, 'NX' }
+local count = tonumber(call('GET', key)) or 0
+local offset = loff[j]
+local elapsed = now % window
+if elapsed >= window - offset then
+  elapsed = elapsed - (window - offset)
+else
+  elapsed = elapsed + offset
+end
+reset = window - elapsed
+if op == 'g' then
+  count = count + amount
+  if count > TOP then
+    count = TOP
+  end
+  nw = nw + 1
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), reset, false
+  amount = 1 -- then reported as a check of one unit
+end
+if count + amount <= limit then
+  allowed, retry = true, 0
+  if op == 'u' then
+    count = count + amount
+    nw = nw + 1
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), reset, false
+  end
 else
   allowed = false
-  remaining = limit - count
-  if remaining < 0 then
-    remaining = 0
-  end
-  if cost > limit then
+  if amount > limit then
     retry = -1
   else
     retry = reset
   end
+end
+remaining = 0
+if count < limit then
+  remaining = limit - count
 end

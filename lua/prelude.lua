@@ -5,10 +5,16 @@
 -- no closure or table per algorithm, only these helpers.
 --
 -- All state is kept in integers (Lua numbers are doubles: exact below 2^53),
--- so every retry_after is exact to the millisecond.
+-- so every retry_after is exact to the millisecond. Where a sum could pass
+-- 2^53 it is either only compared (rounding keeps the order against an exact
+-- bound) or kept as a pair (whole ms, remainder). Numbers go to Redis
+-- through string.format('%d'): Redis 7.2 before 7.2.5 turns 1e8 into '1e+08'.
 
 local MAX_EXACT = 9007199254740992 -- 2^53
+local TOP = MAX_EXACT - 1 -- the largest time or count the script keeps
 local floor = math.floor
+local fmt = string.format
+local call = redis.call
 
 -- floor(a / b) for integers a, b > 0, corrected for double rounding.
 local function idiv(a, b)
@@ -19,11 +25,6 @@ local function idiv(a, b)
     q = q + 1
   end
   return q
-end
-
--- ceil(a / b) for integers, b > 0.
-local function cdiv(a, b)
-  return -idiv(-a, b)
 end
 
 -- A positive integer argument below 2^53, or nil. Rejects nan (it fails

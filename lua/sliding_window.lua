@@ -2,43 +2,50 @@
 -- KEYS: the current and the previous window's counters; the caller puts the
 -- window index in their names and passes its clock. Compared in integers,
 -- multiplied through by window: previous * (window - elapsed) + current * window.
--- (A fragment of the driver's loop: reads k, now, limit, window, cost; sets
--- allowed, remaining, reset, retry; queues its writes.)
-local cur_key = KEYS[k]
-local counts = redis.call('MGET', cur_key, KEYS[k + 1])
+-- A count past the limit (a debt) weighs on the next window as "previous";
+-- after two windows it is gone with its key.
+-- (A fragment of the driver's loop: reads k, now, limit, window, op, amount;
+-- sets allowed, remaining, reset, retry; queues its writes.)
+local key = KEYS[k]
+local counts = call('MGET', key, KEYS[k + 1])
 local cur = tonumber(counts[1]) or 0
 local prev = tonumber(counts[2]) or 0
 local elapsed = now % window
-local weighted_prev = prev * (window - elapsed)
-local full = limit * window
-local used = weighted_prev + (cur + cost) * window
-if used <= full then
-  allowed = true
-  remaining = idiv(full - used, window)
-  -- This key is the next window's "previous": keep it until that one ends.
-  reset = 2 * window - elapsed
-  writes[#writes + 1] = { 'SET', cur_key, cur + cost, 'PX', reset }
+-- Until the NEXT window ends this key is read as "previous".
+local ttl = 2 * window - elapsed
+if ttl > TOP then
+  ttl = TOP
+end
+if op == 'g' then
+  cur = cur + amount
+  if cur > TOP then
+    cur = TOP
+  end
+  nw = nw + 1
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), ttl, false
+  amount = 1 -- then reported as a check of one unit
+end
+-- room: what the estimate leaves, x window. Exact whenever it is >= 0;
+-- when negative only its sign is used.
+local room = limit * window - prev * (window - elapsed) - cur * window
+if room >= amount * window then
+  allowed, retry = true, 0
+  if op == 'u' then
+    cur = cur + amount
+    room = room - amount * window
+    nw = nw + 1
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), ttl, false
+  end
 else
   allowed = false
-  remaining = idiv(full - weighted_prev - cur * window, window)
-  if remaining < 0 then
-    remaining = 0
-  end
-  if cur > 0 then
-    reset = 2 * window - elapsed
-  elseif prev > 0 then
-    reset = window - elapsed
-  else
-    reset = 0
-  end
-  -- retry: the first instant the estimate leaves room for cost.
-  if cost > limit then
+  if amount > limit then
     retry = -1
   else
+    -- This window, once previous's weight has fallen enough.
     retry = nil
-    local room = (limit - cur - cost) * window
-    if room >= 0 and prev > 0 then
-      local at = window - idiv(room, prev)
+    local left = (limit - cur - amount) * window
+    if left >= 0 and prev > 0 then
+      local at = window - idiv(left, prev)
       if at < window then
         retry = at - elapsed
       end
@@ -47,7 +54,7 @@ else
       -- Next window: the current count becomes the previous one.
       local at = 0
       if cur > 0 then
-        at = window - idiv((limit - cost) * window, cur)
+        at = window - idiv((limit - amount) * window, cur)
         if at < 0 then
           at = 0
         end
@@ -55,8 +62,22 @@ else
       if at < window then
         retry = window - elapsed + at
       else
-        retry = 2 * window - elapsed
+        retry = ttl
+      end
+      if retry > TOP then
+        retry = TOP
       end
     end
   end
+end
+remaining = 0
+if room > 0 then
+  remaining = idiv(room, window)
+end
+if cur > 0 then
+  reset = ttl
+elseif prev > 0 then
+  reset = window - elapsed
+else
+  reset = 0
 end

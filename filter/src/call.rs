@@ -1,71 +1,212 @@
-//! The arguments of one decision-script call: every limit of one identity.
+//! The decision script's protocol (v2) on the Rust side, and its only
+//! owner here: the KEYS and ARGV of one call carrying a batch of
+//! decisions, and the decoding of its reply. The script's side is the
+//! header of `lua/driver.lua`.
+//!
+//! KEYS: per decision, per limit: sliding_window two keys (current and
+//! previous window), every other algorithm one (see `keys`).
+//! ARGV: `now`, `S`, S specs × (`code`, `limit`, `window_ms`, `burst`), `D`,
+//! then per decision `L` and L limits × (`spec` (1-based), `op` (`u`, `k`,
+//! `g`), `amount`, `offset`).
+//! Reply: per decision, per limit, `allowed`, `remaining`, `reset_ms`,
+//! `retry_after_ms` (-1: the amount can never fit).
 
+use crate::algorithm::Algorithm;
+use crate::decision::Decision;
 use crate::keys::limit_keys;
 use crate::model::LimitSpec;
+use crate::store::StoreError;
 
-/// One limit to decide in a call, with the cost its rule charges.
+/// The most decisions one call may carry (the script refuses more).
+pub const MAX_DECISIONS: usize = 256;
+/// The most limits one decision may have, and distinct specs one call.
+pub const MAX_LIMITS: usize = 64;
+/// The largest time or count the script reports: 2^53 - 1.
+pub const TOP: u64 = (1 << 53) - 1;
+
+/// What one limit does in a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Consume this many units if every limit of the decision admits.
+    Use(u64),
+    /// Allowed iff this many units remain (the reserve); consumes nothing.
+    Check(u64),
+    /// Add this many units whatever is left, going into debt if need be.
+    Charge(u64),
+}
+
+impl Op {
+    /// The op's code in ARGV.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Op::Use(_) => "u",
+            Op::Check(_) => "k",
+            Op::Charge(_) => "g",
+        }
+    }
+
+    /// Its amount: the cost, the reserve or the charge.
+    pub(crate) fn amount(self) -> u64 {
+        match self {
+            Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
+        }
+    }
+}
+
+/// One limit of one decision.
 #[derive(Clone, Copy, Debug)]
 pub struct LimitCall<'a> {
     /// The rule the limit belongs to (part of its keys).
     pub rule: &'a str,
     /// The limit.
     pub spec: LimitSpec,
-    /// Units this request consumes.
-    pub cost: u64,
+    /// What the decision does with it.
+    pub op: Op,
+    /// fixed_window only: shifts its window boundaries by this many ms
+    /// (less than the window); `None` = aligned windows (offset 0).
+    pub offset_ms: Option<u64>,
 }
 
-/// KEYS and ARGV for the decision script (see `lua/driver.lua`).
+/// One decision: limits of ONE identity, decided together (all or nothing
+/// when they use and check; a charge is always applied).
+pub struct DecisionCall<'a> {
+    /// The client's escaped identity (the keys' hash tag).
+    pub identity: &'a str,
+    /// Its limits, in reply order.
+    pub limits: &'a [LimitCall<'a>],
+}
+
+/// KEYS and ARGV of one EVALSHA, and what is needed to decode its reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScriptCall {
-    /// Redis keys, all with the identity's hash tag.
+    /// Redis keys; those of one decision carry its identity's hash tag.
     pub keys: Vec<String>,
-    /// now_ms, n, then algorithm, limit, window_ms, burst, cost per limit.
+    /// The arguments (see the module documentation).
     pub args: Vec<String>,
+    /// Per limit, what its reply may say.
+    bounds: Vec<Bounds>,
+    /// Per decision, its number of limits.
+    sizes: Vec<usize>,
 }
 
 impl ScriptCall {
-    /// Builds the call deciding `limits` for `identity` at `now_ms`.
-    pub fn new(domain: &str, identity: &str, now_ms: u64, limits: &[LimitCall<'_>]) -> ScriptCall {
-        let mut keys = Vec::with_capacity(limits.len() * 2);
-        let mut args = Vec::with_capacity(2 + limits.len() * 5);
-        args.push(now_ms.to_string());
-        args.push(limits.len().to_string());
-        for l in limits {
-            limit_keys(&mut keys, domain, identity, l.rule, &l.spec, now_ms);
-            args.push(l.spec.algorithm.code().to_string());
-            args.push(l.spec.limit.to_string());
-            args.push(l.spec.window_ms.to_string());
-            args.push(l.spec.burst.to_string());
-            args.push(l.cost.to_string());
+    /// The call deciding `decisions` in order at `now_ms` (the caller's
+    /// clock). Equal specs share one entry of the spec table.
+    pub fn new(domain: &str, now_ms: u64, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+        // Plain loops and pushes: every iterator adapter here would be code
+        // in the shipped module, which has a size budget.
+        let mut specs: Vec<LimitSpec> = Vec::new();
+        let mut limits = 0;
+        for d in decisions {
+            limits += d.limits.len();
+            for l in d.limits {
+                if !specs.contains(&l.spec) {
+                    specs.push(l.spec);
+                }
+            }
         }
-        ScriptCall { keys, args }
+        let mut call = ScriptCall {
+            keys: Vec::with_capacity(limits * 2),
+            args: Vec::with_capacity(3 + specs.len() * 4 + decisions.len() + limits * 4),
+            bounds: Vec::with_capacity(limits),
+            sizes: Vec::with_capacity(decisions.len()),
+        };
+        let args = &mut call.args;
+        args.push(now_ms.to_string());
+        args.push(specs.len().to_string());
+        for s in &specs {
+            args.push(s.algorithm.code().to_string());
+            args.push(s.limit.to_string());
+            args.push(s.window_ms.to_string());
+            args.push(s.burst.to_string());
+        }
+        args.push(decisions.len().to_string());
+        for d in decisions {
+            args.push(d.limits.len().to_string());
+            for l in d.limits {
+                let index = specs.iter().position(|s| *s == l.spec).unwrap_or(0);
+                args.push((index + 1).to_string());
+                args.push(l.op.code().to_string());
+                args.push(l.op.amount().to_string());
+                args.push(l.offset_ms.unwrap_or(0).to_string());
+                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, now_ms);
+                call.bounds.push(Bounds::of(&l.spec, l.op));
+            }
+            call.sizes.push(d.limits.len());
+        }
+        call
+    }
+
+    /// Splits the flat reply into one `Vec<Decision>` per decision, checking
+    /// the count and that every value is possible for its limit.
+    pub fn decode(&self, reply: &[i64]) -> Result<Vec<Vec<Decision>>, StoreError> {
+        if reply.len() != self.bounds.len() * 4 {
+            return Err(StoreError::Malformed("wrong number of values for the limits asked"));
+        }
+        let mut out = Vec::with_capacity(self.sizes.len());
+        let mut at = 0;
+        for &n in &self.sizes {
+            let mut decisions = Vec::with_capacity(n);
+            for bounds in self.bounds.get(at..at + n).unwrap_or_default() {
+                let values = reply.get(at * 4..at * 4 + 4).unwrap_or_default();
+                decisions.push(bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?);
+                at += 1;
+            }
+            out.push(decisions);
+        }
+        Ok(out)
+    }
+
+    /// How many decisions the call carries.
+    pub fn decisions(&self) -> usize {
+        self.sizes.len()
+    }
+}
+
+/// What the reply for one limit may say (see `lua/driver.lua`: the debts
+/// are capped, so every value is bounded).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Bounds {
+    /// The most units that can remain: the limit, or the burst for
+    /// token_bucket and gcra.
+    capacity: u64,
+    /// The longest reset or retry: sliding_window 2 × window, fixed_window
+    /// and sliding_log one window, token_bucket and gcra
+    /// ceil(2 × burst × window / limit); never above 2^53 - 1.
+    longest_ms: u64,
+    /// A use or check of more than the capacity: always denied, retry -1.
+    never_fits: bool,
+}
+
+impl Bounds {
+    fn of(spec: &LimitSpec, op: Op) -> Bounds {
+        // burst x window < 2^53 (config and script check it): no overflow.
+        let twice = |x: u64| x.saturating_mul(2);
+        let (capacity, longest) = match spec.algorithm {
+            Algorithm::SlidingWindow => (spec.limit, twice(spec.window_ms)),
+            Algorithm::FixedWindow | Algorithm::SlidingLog => (spec.limit, spec.window_ms),
+            Algorithm::TokenBucket | Algorithm::Gcra => {
+                (spec.burst, twice(spec.burst.saturating_mul(spec.window_ms)).div_ceil(spec.limit.max(1)))
+            }
+        };
+        let longest_ms = longest.min(TOP);
+        let never_fits = !matches!(op, Op::Charge(_)) && op.amount() > capacity;
+        Bounds { capacity, longest_ms, never_fits }
+    }
+
+    /// The decision if `values` are possible: allowed exactly when the
+    /// retry is 0, -1 exactly for an amount that never fits.
+    fn check(&self, values: &[i64]) -> Option<Decision> {
+        let &[allowed, remaining, reset, retry] = values else { return None };
+        let d = Decision::from_wire(allowed, remaining, reset, retry)?;
+        let retry_ok = match d.retry_after_ms {
+            None => self.never_fits && !d.allowed,
+            Some(0) => d.allowed && !self.never_fits,
+            Some(ms) => !d.allowed && !self.never_fits && ms <= self.longest_ms,
+        };
+        (retry_ok && d.remaining <= self.capacity && d.reset_ms <= self.longest_ms).then_some(d)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::algorithm::Algorithm;
-    use wasm_bindgen_test::wasm_bindgen_test;
-
-    #[test]
-    #[wasm_bindgen_test]
-    fn two_limits_make_one_call_with_all_their_keys() {
-        let minute = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
-        let day = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 10_000, window_ms: 86_400_000, burst: 10_000 };
-        let call = ScriptCall::new(
-            "rl",
-            "ip=1.2.3.4",
-            90_000,
-            &[LimitCall { rule: "api", spec: minute, cost: 1 }, LimitCall { rule: "api", spec: day, cost: 1 }],
-        );
-        assert_eq!(
-            call.keys,
-            ["rl:{ip=1.2.3.4}:api:sw:60000:1", "rl:{ip=1.2.3.4}:api:sw:60000:0", "rl:{ip=1.2.3.4}:api:fw:86400000:0"]
-        );
-        assert_eq!(
-            call.args,
-            ["90000", "2", "sw", "100", "60000", "100", "1", "fw", "10000", "86400000", "10000", "1"]
-        );
-    }
-}
+mod tests;

@@ -2,6 +2,10 @@
 //!
 //! `<domain>:{<identity>}:<rule>:<algorithm>:<window ms>[:<window index>]`
 //!
+//! A fixed window with an offset works on `now + offset`, and its code in
+//! the key is `fo` instead of `fw`: switching offsets on never mixes its
+//! counts with those of the aligned windows.
+//!
 //! Every key of one identity carries the same hash tag `{<identity>}`, so one
 //! script call covering all its limits stays on one Redis Cluster slot. The
 //! window length is part of the name, so a changed window starts fresh while
@@ -15,13 +19,24 @@ use crate::algorithm::Algorithm;
 use crate::model::LimitSpec;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
-/// and the previous window's counter, the others one key.
-pub fn limit_keys(out: &mut Vec<String>, domain: &str, identity: &str, rule: &str, spec: &LimitSpec, now_ms: u64) {
+/// and the previous window's counter, the others one key. `offset_ms`
+/// shifts a fixed window's boundaries (ignored by the other algorithms).
+pub fn limit_keys(
+    out: &mut Vec<String>,
+    domain: &str,
+    identity: &str,
+    rule: &str,
+    spec: &LimitSpec,
+    offset_ms: Option<u64>,
+    now_ms: u64,
+) {
     let window = spec.window_ms.max(1);
-    let index = now_ms / window;
+    let offset = shift(spec, offset_ms);
+    let index = now_ms.saturating_add(offset.unwrap_or(0)) / window;
+    let code = key_code(spec, offset_ms);
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
-    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{}:{window}", spec.algorithm.code());
+    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{code}:{window}");
     match spec.algorithm {
         Algorithm::SlidingWindow => {
             out.push(format!("{base}:{index}"));
@@ -30,6 +45,20 @@ pub fn limit_keys(out: &mut Vec<String>, domain: &str, identity: &str, rule: &st
         Algorithm::FixedWindow => out.push(format!("{base}:{index}")),
         _ => out.push(base),
     }
+}
+
+/// The code in a limit's key names: its algorithm's, or `fo` for a fixed
+/// window with an offset.
+pub fn key_code(spec: &LimitSpec, offset_ms: Option<u64>) -> &'static str {
+    match shift(spec, offset_ms) {
+        Some(_) => "fo",
+        None => spec.algorithm.code(),
+    }
+}
+
+/// The offset that shifts this limit's windows: fixed windows only.
+fn shift(spec: &LimitSpec, offset_ms: Option<u64>) -> Option<u64> {
+    offset_ms.filter(|_| spec.algorithm == Algorithm::FixedWindow)
 }
 
 /// The Redis Cluster hash slot of keys tagged `{tag}`: CRC16 (XMODEM) of
@@ -51,9 +80,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn keys(algorithm: Algorithm, now: u64) -> Vec<String> {
+        keys_with_offset(algorithm, None, now)
+    }
+
+    fn keys_with_offset(algorithm: Algorithm, offset: Option<u64>, now: u64) -> Vec<String> {
         let spec = LimitSpec { algorithm, limit: 100, window_ms: 60_000, burst: 100 };
         let mut out = Vec::new();
-        limit_keys(&mut out, "shop", "k=abc", "api", &spec, now);
+        limit_keys(&mut out, "shop", "k=abc", "api", &spec, offset, now);
         out
     }
 
@@ -65,6 +98,20 @@ mod tests {
             ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
         );
         assert_eq!(keys(Algorithm::FixedWindow, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn shifted_fixed_windows_have_their_own_code_and_index() {
+        // 179_999 + 1 = 180_000: the shifted window 3 has begun.
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, Some(1), 179_999), ["shop:{k=abc}:api:fo:60000:3"]);
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, Some(0), 179_999), ["shop:{k=abc}:api:fo:60000:2"]);
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, None, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
+        // Only fixed windows shift.
+        assert_eq!(
+            keys_with_offset(Algorithm::SlidingWindow, Some(1), 179_999),
+            ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
+        );
     }
 
     #[test]

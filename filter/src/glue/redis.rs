@@ -163,8 +163,8 @@ pub extern "C" fn proxy_on_redis_call_response(_root_id: u32, token: u32, status
         return;
     }
     let reply = if status == 0 { read_reply(size) } else { None };
-    stream::on_reply(&shared, token, |_, limits| match (status, reply) {
-        (0, Some(bytes)) => resp::decode_decision(&bytes, limits),
+    stream::on_reply(&shared, token, |_, call| match (status, reply) {
+        (0, Some(bytes)) => resp::decode_decision(&bytes, call),
         (0, None) => Err(StoreError::Malformed("empty reply")),
         _ => Err(StoreError::Network),
     });

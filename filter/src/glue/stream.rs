@@ -116,16 +116,19 @@ fn dispatch(
 }
 
 /// Takes the reply to `token`: `decode` turns the raw reply into a `Reply`
-/// given the call's stage and its number of limits.
-pub fn on_reply(shared: &Shared, token: u32, decode: impl FnOnce(Stage, usize) -> Result<Reply, StoreError>) {
-    let (flight, limits, transport) = {
+/// given the call's stage and the call it answers.
+pub fn on_reply(shared: &Shared, token: u32, decode: impl FnOnce(Stage, &ScriptCall) -> Result<Reply, StoreError>) {
+    let (flight, reply, transport) = {
         let mut s = shared.borrow_mut();
         let Some(at) = s.flights.iter().position(|f| f.token == token) else { return };
         let flight = s.flights.swap_remove(at);
-        let limits = s.pending.as_ref().and_then(|p| p.calls.get(flight.call)).map_or(0, |c| c.limit_count());
-        (flight, limits, s.plugin.config.store.transport)
+        let reply = match s.pending.as_ref().and_then(|p| p.calls.get(flight.call)) {
+            Some(c) => decode(flight.stage, &c.script),
+            None => Err(StoreError::Malformed("a reply for no call")),
+        };
+        (flight, reply, s.plugin.config.store.transport)
     };
-    let outcome = match flow::next(transport, flight.stage, decode(flight.stage, limits)) {
+    let outcome = match flow::next(transport, flight.stage, reply) {
         Step::Send { stage, message, reinit } => send(shared, flight.call, stage, message, reinit, flight.started_ms),
         Step::Done(result) => {
             shared.borrow().plugin.metrics.latency(now_ms().saturating_sub(flight.started_ms));

@@ -38,8 +38,8 @@ pub fn on_response(shared: &Shared, token: u32, body_size: usize) {
         .flatten()
         .and_then(|s| s.parse::<u32>().ok());
     let body = hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten().unwrap_or_default();
-    stream::on_reply(shared, token, |stage, limits| match stage {
+    stream::on_reply(shared, token, |stage, call| match stage {
         Stage::Loading => webdis::decode_script_load(status, &body),
-        _ => webdis::decode_evalsha(status, &body, limits),
+        _ => webdis::decode_evalsha(status, &body, call),
     });
 }

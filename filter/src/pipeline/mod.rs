@@ -4,7 +4,7 @@
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
 use crate::breaker::{self, Gate, Health};
-use crate::call::{LimitCall, ScriptCall};
+use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use crate::config::{Config, FailureMode, Rule};
 use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
@@ -67,11 +67,6 @@ impl PlannedCall {
     /// Whether the call is still to be made (a breaker may have answered it).
     pub fn is_waiting(&self) -> bool {
         self.result.is_none()
-    }
-
-    /// How many limits (decisions) the call covers.
-    pub fn limit_count(&self) -> usize {
-        self.script.args.len().saturating_sub(2) / 5
     }
 }
 
@@ -143,10 +138,16 @@ where
                 .iter()
                 .flat_map(|&r| {
                     let rule = &config.rules[r];
-                    rule.limits.iter().map(move |l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost })
+                    rule.limits.iter().map(move |l| LimitCall {
+                        rule: &rule.name,
+                        spec: l.spec,
+                        op: Op::Use(rule.cost),
+                        offset_ms: None,
+                    })
                 })
                 .collect();
-            let script = ScriptCall::new(&config.domain, &identity, now(), &limits);
+            let script =
+                ScriptCall::new(&config.domain, now(), &[DecisionCall { identity: &identity, limits: &limits }]);
             let slot = cluster_slot(&identity);
             calls.push(PlannedCall { rules: to_call, script, digest, slot, result: None });
         }

@@ -46,7 +46,8 @@ impl fmt::Display for StoreError {
 /// What a decision call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// One decision per limit, in call order.
+    /// One decision per limit, in call order (the call's decisions one
+    /// after the other).
     Decisions(Vec<Decision>),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,
@@ -56,14 +57,14 @@ pub enum Reply {
     Loaded,
 }
 
-/// Turns the script's flat integers into `expected` decisions.
-pub fn decisions_from_ints(ints: &[i64], expected: usize) -> Result<Vec<Decision>, StoreError> {
-    if ints.len() != expected * 4 {
-        return Err(StoreError::Malformed("wrong number of values for the limits asked"));
+/// A call's decisions one after the other (for callers that make one
+/// decision per call).
+pub fn flatten(decisions: Vec<Vec<Decision>>) -> Vec<Decision> {
+    let mut all = Vec::new();
+    for mut d in decisions {
+        all.append(&mut d);
     }
-    ints.chunks_exact(4)
-        .map(|c| Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or(StoreError::Malformed("impossible decision values")))
-        .collect()
+    all
 }
 
 /// A Redis error reply, bounded and made printable for logs.

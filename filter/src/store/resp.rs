@@ -3,7 +3,7 @@
 //! and total: truncated, oversized or wrongly typed input is an error,
 //! never a trap.
 
-use super::{decisions_from_ints, redis_error, Reply, StoreError};
+use super::{flatten, redis_error, Reply, StoreError};
 use crate::call::ScriptCall;
 use crate::script::{sha1_hex, SCRIPT};
 
@@ -77,14 +77,14 @@ pub fn decode(input: &[u8]) -> Result<Value, StoreError> {
     Ok(v)
 }
 
-/// Decodes the reply to EVALSHA or EVAL deciding `limits` limits.
-pub fn decode_decision(input: &[u8], limits: usize) -> Result<Reply, StoreError> {
+/// Decodes the reply to the EVALSHA or EVAL of `call`.
+pub fn decode_decision(input: &[u8], call: &ScriptCall) -> Result<Reply, StoreError> {
     match decode(input)? {
         Value::Array(Some(items)) => {
             let ints: Option<Vec<i64>> =
                 items.iter().map(|v| if let Value::Int(i) = v { Some(*i) } else { None }).collect();
-            decisions_from_ints(&ints.ok_or(StoreError::Malformed("non-integer in the decision"))?, limits)
-                .map(Reply::Decisions)
+            let ints = ints.ok_or(StoreError::Malformed("non-integer in the decision"))?;
+            Ok(Reply::Decisions(flatten(call.decode(&ints)?)))
         }
         Value::Error(e) if e.starts_with("NOSCRIPT") => Ok(Reply::NoScript),
         Value::Error(e) if e.starts_with("NOAUTH") => Ok(Reply::NoAuth),
@@ -162,7 +162,7 @@ fn value(input: &[u8], pos: &mut usize, depth: usize) -> Result<Value, StoreErro
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::call::LimitCall;
+    use crate::call::{DecisionCall, LimitCall, Op};
     use crate::decision::Decision;
     use crate::model::LimitSpec;
     use wasm_bindgen_test::wasm_bindgen_test;
@@ -171,30 +171,39 @@ mod tests {
     #[wasm_bindgen_test]
     fn commands_are_one_array_of_bulk_strings() {
         assert_eq!(command(&["GET", "k{x}"]), b"*2\r\n$3\r\nGET\r\n$4\r\nk{x}\r\n".to_vec());
-        let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
-        let call = ScriptCall::new("rl", "a", 5000, &[LimitCall { rule: "r", spec, cost: 1 }]);
+        let call = one_limit();
         let cmd = String::from_utf8(evalsha(&call)).unwrap();
         assert!(
             cmd.starts_with(&format!(
-                "*11\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$18\r\nrl:{{a}}:r:fw:1000:5\r\n",
+                "*16\r\n$7\r\nEVALSHA\r\n$40\r\n{}\r\n$1\r\n1\r\n$18\r\nrl:{{a}}:r:fw:1000:5\r\n",
                 sha1_hex()
             )),
             "{cmd}"
         );
-        assert!(String::from_utf8(eval(&call)).unwrap().starts_with("*11\r\n$4\r\nEVAL\r\n"));
+        assert!(String::from_utf8(eval(&call)).unwrap().starts_with("*16\r\n$4\r\nEVAL\r\n"));
+    }
+
+    /// One fixed window of 5 per second, used once by "a".
+    fn one_limit() -> ScriptCall {
+        let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
+        let limits = [LimitCall { rule: "r", spec, op: Op::Use(1), offset_ms: None }];
+        ScriptCall::new("rl", 5000, &[DecisionCall { identity: "a", limits: &limits }])
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn decisions_and_error_replies_decode() {
-        let d = decode_decision(b"*4\r\n:1\r\n:4\r\n:1000\r\n:0\r\n", 1).unwrap();
+        let d = decode_decision(b"*4\r\n:1\r\n:4\r\n:1000\r\n:0\r\n", &one_limit()).unwrap();
         assert_eq!(
             d,
             Reply::Decisions(vec![Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) }])
         );
-        assert_eq!(decode_decision(b"-NOSCRIPT No matching script.\r\n", 1), Ok(Reply::NoScript));
-        assert_eq!(decode_decision(b"-NOAUTH Authentication required.\r\n", 1), Ok(Reply::NoAuth));
-        assert_eq!(decode_decision(b"-ERR ratelimit: x\r\n", 1), Err(StoreError::Redis("ERR ratelimit: x".into())));
+        assert_eq!(decode_decision(b"-NOSCRIPT No matching script.\r\n", &one_limit()), Ok(Reply::NoScript));
+        assert_eq!(decode_decision(b"-NOAUTH Authentication required.\r\n", &one_limit()), Ok(Reply::NoAuth));
+        assert_eq!(
+            decode_decision(b"-ERR ratelimit: x\r\n", &one_limit()),
+            Err(StoreError::Redis("ERR ratelimit: x".into()))
+        );
     }
 
     #[test]
@@ -219,7 +228,7 @@ mod tests {
         ];
         for (input, want) in cases {
             assert_eq!(
-                decode_decision(input, 1),
+                decode_decision(input, &one_limit()),
                 Err(StoreError::Malformed(want)),
                 "{:?}",
                 String::from_utf8_lossy(input)

@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::{decisions_from_ints, redis_error, Reply, StoreError};
-use crate::call::{LimitCall, ScriptCall};
+use super::{flatten, redis_error, Reply, StoreError};
+use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use crate::config::{Config, ConfigError};
 use crate::identity::MAX_IDENTITY;
 use crate::percent::encode_into;
@@ -69,8 +69,8 @@ pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreErro
     }
 }
 
-/// Decodes the reply to an EVALSHA deciding `limits` limits.
-pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result<Reply, StoreError> {
+/// Decodes the reply to the EVALSHA of `call`.
+pub fn decode_evalsha(status: Option<u32>, body: &[u8], call: &ScriptCall) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
         Value::Array(items) => match items.first() {
             Some(Value::Bool(false)) => {
@@ -84,7 +84,7 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], limits: usize) -> Result
             _ => {
                 let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
                 let ints = ints.ok_or(StoreError::Malformed("non-integer in the decision"))?;
-                decisions_from_ints(&ints, limits).map(Reply::Decisions)
+                Ok(Reply::Decisions(flatten(call.decode(&ints)?)))
             }
         },
         _ => Err(StoreError::Malformed("the decision is not an array")),
@@ -121,8 +121,13 @@ pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
         let mut limits = Vec::new();
         for &r in &group.rules {
             let rule = &config.rules[r];
-            limits.extend(rule.limits.iter().map(|l| LimitCall { rule: &rule.name, spec: l.spec, cost: rule.cost }));
-            let call = ScriptCall::new(&config.domain, &identity, now, &limits);
+            limits.extend(rule.limits.iter().map(|l| LimitCall {
+                rule: &rule.name,
+                spec: l.spec,
+                op: Op::Use(rule.cost),
+                offset_ms: None,
+            }));
+            let call = ScriptCall::new(&config.domain, now, &[DecisionCall { identity: &identity, limits: &limits }]);
             let size = evalsha(&call).body.len();
             if size > MAX_BODY {
                 return Err(ConfigError::at(
@@ -147,7 +152,8 @@ mod tests {
 
     fn call() -> ScriptCall {
         let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
-        ScriptCall::new("rl", "1.2.3.4", 5_000, &[LimitCall { rule: "api", spec, cost: 1 }])
+        let limits = [LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }];
+        ScriptCall::new("rl", 5_000, &[DecisionCall { identity: "1.2.3.4", limits: &limits }])
     }
 
     #[test]
@@ -157,7 +163,7 @@ mod tests {
         let body = String::from_utf8(req.body).unwrap();
         assert_eq!(
             body,
-            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1", sha1_hex())
+            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1/1/1/u/1/0", sha1_hex())
         );
         assert_eq!((req.method, req.path), ("POST", "/"));
     }
@@ -165,16 +171,16 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn decisions_noscript_and_errors_are_told_apart() {
-        let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, 1).unwrap();
+        let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, &call()).unwrap();
         assert_eq!(
             ok,
             Reply::Decisions(vec![Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) }])
         );
         let noscript = br#"{"EVALSHA":[false,"NOSCRIPT No matching script. Please use EVAL."]}"#;
-        assert_eq!(decode_evalsha(Some(200), noscript, 1), Ok(Reply::NoScript));
+        assert_eq!(decode_evalsha(Some(200), noscript, &call()), Ok(Reply::NoScript));
         let err = br#"{"EVALSHA":[false,"ERR ratelimit: limit 1: cost must be a positive integer"]}"#;
         assert_eq!(
-            decode_evalsha(Some(200), err, 1),
+            decode_evalsha(Some(200), err, &call()),
             Err(StoreError::Redis("ERR ratelimit: limit 1: cost must be a positive integer".into()))
         );
     }
@@ -182,28 +188,28 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn statuses_and_garbage_are_store_errors() {
-        assert_eq!(decode_evalsha(Some(503), b"upstream connect error", 1), Err(StoreError::Status(503)));
-        assert_eq!(decode_evalsha(Some(504), b"upstream request timeout", 1), Err(StoreError::Status(504)));
-        assert_eq!(decode_evalsha(None, b"", 1), Err(StoreError::Malformed("no :status")));
-        assert_eq!(decode_evalsha(Some(200), b"{\"EVALSHA\":[1,4", 1), Err(StoreError::Malformed("not JSON")));
+        assert_eq!(decode_evalsha(Some(503), b"upstream connect error", &call()), Err(StoreError::Status(503)));
+        assert_eq!(decode_evalsha(Some(504), b"upstream request timeout", &call()), Err(StoreError::Status(504)));
+        assert_eq!(decode_evalsha(None, b"", &call()), Err(StoreError::Malformed("no :status")));
+        assert_eq!(decode_evalsha(Some(200), b"{\"EVALSHA\":[1,4", &call()), Err(StoreError::Malformed("not JSON")));
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, &call()),
             Err(StoreError::Malformed("reply names another command"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, &call()),
             Err(StoreError::Malformed("wrong number of values for the limits asked"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, &call()),
             Err(StoreError::Malformed("non-integer in the decision"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[7,4,0,0]}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[7,4,0,0]}"#, &call()),
             Err(StoreError::Malformed("impossible decision values"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, 1),
+            decode_evalsha(Some(200), br#"{"EVALSHA":"OK"}"#, &call()),
             Err(StoreError::Malformed("the decision is not an array"))
         );
     }

@@ -3,7 +3,7 @@
 //! filter builds them (`ScriptCall`), on the allow path.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{LimitCall, ScriptCall};
+use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use ratelimit::model::LimitSpec;
 
 /// What one call decides.
@@ -127,8 +127,9 @@ pub fn script_command(sha: &str, limits: &[LimitSpec], identity: &str, now_ms: u
 
 /// The filter's call for `limits` of `identity` (rule "api", domain "bench").
 pub fn script_call(limits: &[LimitSpec], identity: &str, now_ms: u64) -> ScriptCall {
-    let calls: Vec<LimitCall<'_>> = limits.iter().map(|&spec| LimitCall { rule: "api", spec, cost: 1 }).collect();
-    ScriptCall::new("bench", identity, now_ms, &calls)
+    let calls: Vec<LimitCall<'_>> =
+        limits.iter().map(|&spec| LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }).collect();
+    ScriptCall::new("bench", now_ms, &[DecisionCall { identity, limits: &calls }])
 }
 
 /// The identity numbered `i`.

@@ -1,64 +1,121 @@
-//! Bad arguments give a Redis error reply and change nothing.
+//! Bad arguments give an error reply naming what is wrong, and no key is
+//! touched: everything is validated before the first key is read, so an
+//! error in the last decision leaves the first decision's keys alone too.
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
+use ratelimit::call::{DecisionCall, Op, ScriptCall};
 
-use crate::fixture::{spec, Fixture, T0};
+use crate::fixture::{limit, spec, Fixture, T0};
+
+/// Two decisions: c1 uses a token bucket (spec 1) and a sliding window
+/// (spec 2), c2 the sliding window.
+fn good_call(now: u64) -> ScriptCall {
+    let (tb, sw) = (spec(Algorithm::TokenBucket, 5, 1000, 5), spec(Algorithm::SlidingWindow, 5, 1000, 5));
+    let first = [limit(tb, Op::Use(1)), limit(sw, Op::Use(1))];
+    let second = [limit(sw, Op::Use(1))];
+    ScriptCall::new(
+        "t",
+        now,
+        &[DecisionCall { identity: "c1", limits: &first }, DecisionCall { identity: "c2", limits: &second }],
+    )
+}
+
+/// Runs `call` on the plain test build and returns Redis's error text;
+/// fails if it succeeded or changed any key.
+fn refused(f: &mut Fixture, call: &ScriptCall, now: u64) -> String {
+    let before = f.snapshot();
+    let sha = f.plain_sha.clone();
+    let err = evalsha(&mut f.conn, &sha, call, Some(now)).expect_err("the call was accepted");
+    assert_eq!(f.snapshot(), before, "a refused call changed state: {err}");
+    err
+}
 
 #[test]
-fn bad_costs_limits_and_windows_are_refused_with_state_untouched() {
+fn every_bad_argument_is_named_and_changes_nothing() {
     let mut f = Fixture::new();
-    let good = spec(Algorithm::TokenBucket, 5, 1000, 5);
-    let sw = spec(Algorithm::SlidingWindow, 5, 1000, 5);
-    f.decide("c1", T0, &[good, sw], 1);
-    let before = f.snapshot();
-    // (argument index in the second limit's group, value, expected message)
+    f.run_call(&good_call(T0), T0).unwrap();
+    assert_eq!(good_call(T0).args.len(), 25, "the layout the indices below assume");
+    // (index in ARGV from 0, value, message)
     let cases: &[(usize, &str, &str)] = &[
-        (4, "nan", "limit 2: cost must be a positive integer"),
-        (4, "inf", "limit 2: cost must be a positive integer"),
-        (4, "-inf", "limit 2: cost must be a positive integer"),
-        (4, "-1", "limit 2: cost must be a positive integer"),
-        (4, "0", "limit 2: cost must be a positive integer"),
-        (4, "abc", "limit 2: cost must be a positive integer"),
-        (4, "1.5", "limit 2: cost must be a positive integer"),
-        (1, "0", "limit 2: limit must be a positive integer"),
-        (1, "nan", "limit 2: limit must be a positive integer"),
-        (2, "0", "limit 2: window must be a positive integer of ms"),
-        (3, "0", "limit 2: burst must be a positive integer"),
-        (0, "leaky", "limit 2: unknown algorithm"),
-        (1, "10000000000000", "limit 2: limit, burst or cost times window is too large"),
+        (0, "-5", "now must be a non-negative integer"),
+        (0, "1.5", "now must be a non-negative integer"),
+        (0, "nan", "now must be a non-negative integer"),
+        (0, "9007199254740992", "now must be a non-negative integer"),
+        (1, "0", "the spec count must be an integer from 1 to 64"),
+        (1, "65", "the spec count must be an integer from 1 to 64"),
+        (1, "9", "too few arguments"),
+        (6, "leaky", "spec 2: unknown algorithm"),
+        (7, "0", "spec 2: limit must be a positive integer"),
+        (7, "nan", "spec 2: limit must be a positive integer"),
+        (7, "1.5", "spec 2: limit must be a positive integer"),
+        (8, "0", "spec 2: window must be a positive integer of ms"),
+        (9, "inf", "spec 2: burst must be a positive integer"),
+        (7, "10000000000000", "spec 2: limit or burst times window is too large"),
+        (9, "10000000000000", "spec 2: limit or burst times window is too large"),
+        (10, "0", "the decision count must be an integer from 1 to 256"),
+        (10, "257", "the decision count must be an integer from 1 to 256"),
+        (11, "0", "decision 1: the limit count must be an integer from 1 to 64"),
+        (11, "65", "decision 1: the limit count must be an integer from 1 to 64"),
+        (21, "0", "decision 2 limit 1: spec must be an index into the specs"),
+        (21, "3", "decision 2 limit 1: spec must be an index into the specs"),
+        (22, "x", "decision 2 limit 1: op must be u, k or g"),
+        (22, "U", "decision 2 limit 1: op must be u, k or g"),
+        (23, "nan", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "inf", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "-inf", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "-1", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "0", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "abc", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "1.5", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "10000000000000", "decision 2 limit 1: amount times window is too large"),
+        (24, "-1", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1000", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1.5", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "nan", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "5", "decision 2 limit 1: offset applies to fw only"),
+        (15, "5", "decision 1 limit 1: offset applies to fw only"),
+        (17, "g", "decision 1 limit 2: a decision is either u and k or only g"),
     ];
-    for &(field, value, message) in cases {
-        let mut call = Fixture::call("c1", T0 + 1, &[good, sw], 1);
-        call.args[2 + 5 + field] = value.to_string();
-        let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0 + 1)).unwrap_err();
-        assert!(err.contains(&format!("ratelimit: {message}")), "{value}: got {err}");
-        assert_eq!(f.snapshot(), before, "{value} changed state");
+    for &(at, value, message) in cases {
+        let mut call = good_call(T0 + 1);
+        call.args[at] = value.to_string();
+        let err = refused(&mut f, &call, T0 + 1);
+        assert!(err.contains(&format!("ratelimit: {message}")), "ARGV[{at}] = {value}: got {err}");
     }
 }
 
 #[test]
 fn malformed_calls_are_refused() {
     let mut f = Fixture::new();
-    let limit = spec(Algorithm::SlidingWindow, 5, 1000, 5);
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
+    f.run_call(&good_call(T0), T0).unwrap();
+    let mut call = good_call(T0);
     call.keys.pop();
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: expected 2 keys for these limits"), "{err}");
-
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
-    call.args[0] = "-5".into();
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: now must be a non-negative integer"), "{err}");
-
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 5 keys for these decisions"));
+    let mut call = good_call(T0);
     call.args.pop();
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: expected 7 arguments for 1 limits"), "{err}");
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: too few arguments"));
+    let mut call = good_call(T0);
+    call.args.push("1".into());
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 25 arguments for these decisions"));
+}
 
+#[test]
+fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
+    let mut f = Fixture::new();
+    f.run_call(&good_call(T0), T0).unwrap();
+    let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
+    let refuse = |f: &mut Fixture, limits: &[ratelimit::call::LimitCall]| {
+        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+    };
+    let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
+    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    let mixed = refuse(&mut f, &[limit(fw, Op::Charge(1)), limit(fw, Op::Check(1))]);
+    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
+    let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
+    assert!(on_log.contains("ratelimit: decision 1 limit 1: g is impossible on sl"), "{on_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
-    let err = evalsha(&mut f.conn, &f.sha, &Fixture::call("c1", T0, &[big], 1), Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: limit 1: sliding_log limit is at most 10000"), "{err}");
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut f.conn).unwrap();
-    assert!(keys.is_empty(), "refused calls wrote {keys:?}");
+    let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
+    assert!(too_big.contains("ratelimit: spec 1: sliding_log limit is at most 10000"), "{too_big}");
 }
