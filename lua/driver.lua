@@ -41,12 +41,12 @@ local function bad_limit(d, i, msg)
   return bad('decision ' .. d .. ' limit ' .. i .. ': ' .. msg)
 end
 
-local nargs = #ARGV - CLOCK_ARGS
-local now = tonumber(ARGV[1])
+local nargs = #argv - CLOCK_ARGS
+local now = tonumber(argv[1])
 if now == nil or not (now >= 0 and now < MAX_EXACT) or now % 1 ~= 0 then
   return bad('now must be a non-negative integer')
 end
-local S = posint(ARGV[2])
+local S = posint(argv[2])
 if S == nil or S > MAX_SPECS then
   return bad('the spec count must be an integer from 1 to ' .. MAX_SPECS)
 end
@@ -54,13 +54,15 @@ if nargs < 3 + 4 * S then
   return bad('too few arguments')
 end
 
--- The spec table, validated once. For tb and gc, the tolerance (burst x
--- window units) and the debt cap, as (whole ms, remainder in 1/limit ms).
+-- The spec table, validated once, with what every decision on a spec
+-- shares, computed once: for tb and gc the tolerance (burst x window units)
+-- and the debt cap as (whole ms, remainder in 1/limit ms) in p1..p4; for sw
+-- the elapsed part of the window and the TTL of its writes (also as text).
 local code, lim, win, bur = {}, {}, {}, {}
-local tq, tr, cq, cr = {}, {}, {}, {}
+local p1, p2, p3, p4 = {}, {}, {}, {}
 local a = 3
 for s = 1, S do
-  local c, limit, window, burst = ARGV[a], posint(ARGV[a + 1]), posint(ARGV[a + 2]), posint(ARGV[a + 3])
+  local c, limit, window, burst = argv[a], posint(argv[a + 1]), posint(argv[a + 2]), posint(argv[a + 3])
   if c ~= 'sw' and c ~= 'fw' and c ~= 'tb' and c ~= 'sl' and c ~= 'gc' then
     return bad('spec ' .. s .. ': unknown algorithm')
   elseif limit == nil then
@@ -75,26 +77,35 @@ for s = 1, S do
     return bad('spec ' .. s .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
   end
   code[s], lim[s], win[s], bur[s] = c, limit, window, burst
-  if c == 'tb' or c == 'gc' then
+  if c == 'sw' then
+    local elapsed = now % window
+    -- Until the NEXT window ends this window's key is read as "previous".
+    local ttl = 2 * window - elapsed
+    if ttl > TOP then
+      ttl = TOP
+    end
+    p1[s], p2[s], p3[s] = elapsed, ttl, fmt('%d', ttl)
+  elseif c == 'tb' or c == 'gc' then
     local tol = burst * window
-    local q = idiv(tol, limit)
+    local q = floor(tol / limit)
     local r = tol - q * limit
-    tq[s], tr[s] = q, r
+    p1[s], p2[s] = q, r
     -- The cap: min(2 x tolerance, 2^53 - 1 ms); past 2^53 only compared.
+    -- (2 x tolerance < 2^54 units: at TOP ms its remainder is 0.)
     local c2, r2 = 2 * q, 2 * r
     if r >= limit - r then
       c2, r2 = c2 + 1, r - (limit - r)
     end
-    if c2 > TOP or (c2 == TOP and r2 > 0) then
+    if c2 > TOP then
       c2, r2 = TOP, 0
     end
-    cq[s], cr[s] = c2, r2
+    p3[s], p4[s] = c2, r2
   end
   a = a + 4
 end
 
 -- Every decision and limit, validated before any key is touched.
-local D = posint(ARGV[a])
+local D = posint(argv[a])
 if D == nil or D > MAX_DECISIONS then
   return bad('the decision count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
@@ -103,39 +114,49 @@ local dlen, dcharge = {}, {}
 local lspec, lop, lamt, loff = {}, {}, {}, {}
 local n, keys_needed, needs_clock = 0, 0, false
 for d = 1, D do
-  local L = posint(ARGV[a])
-  if L == nil or L > MAX_LIMITS then
+  local L = tonumber(argv[a])
+  if not (L and L >= 1 and L <= MAX_LIMITS and L % 1 == 0) then
     return bad('decision ' .. d .. ': the limit count must be an integer from 1 to ' .. MAX_LIMITS)
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  local charge = ARGV[a + 2] == 'g'
+  local charge = argv[a + 2] == 'g'
   for i = 1, L do
-    local s, op, amount, offset = posint(ARGV[a + 1]), ARGV[a + 2], posint(ARGV[a + 3]), tonumber(ARGV[a + 4])
-    if s == nil or s > S then
+    -- Cheap on the common path: the spec's code found by its index (nil
+    -- unless an integer from 1 to S), an offset of '0' never parsed.
+    local s = tonumber(argv[a + 1])
+    local c, op, amount, offset = code[s], argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
+    if c == nil then
       return bad_limit(d, i, 'spec must be an index into the specs')
     elseif op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(d, i, 'op must be u, k or g')
-    elseif amount == nil then
+    elseif not (amount and amount >= 1 and amount * win[s] < MAX_EXACT and amount % 1 == 0) then
+      if posint(amount) then
+        return bad_limit(d, i, 'amount times window is too large')
+      end
       return bad_limit(d, i, 'amount must be a positive integer')
-    elseif amount * win[s] >= MAX_EXACT then
-      return bad_limit(d, i, 'amount times window is too large')
-    elseif offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
-      return bad_limit(d, i, 'offset must be an integer from 0 to window - 1')
-    elseif offset ~= 0 and code[s] ~= 'fw' then
-      return bad_limit(d, i, 'offset applies to fw only')
     elseif (op == 'g') ~= charge then
       return bad_limit(d, i, 'a decision is either u and k or only g')
-    elseif charge and code[s] == 'sl' then
+    elseif charge and c == 'sl' then
       return bad_limit(d, i, 'g is impossible on sl')
+    end
+    if offset == '0' then
+      offset = 0
+    else
+      offset = tonumber(offset)
+      if offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
+        return bad_limit(d, i, 'offset must be an integer from 0 to window - 1')
+      elseif offset ~= 0 and c ~= 'fw' then
+        return bad_limit(d, i, 'offset applies to fw only')
+      end
     end
     n = n + 1
     lspec[n], lop[n], lamt[n], loff[n] = s, op, amount, offset
-    if code[s] == 'sw' then
+    if c == 'sw' then
       keys_needed = keys_needed + 2
     else
       keys_needed = keys_needed + 1
-      needs_clock = needs_clock or code[s] ~= 'fw'
+      needs_clock = needs_clock or c ~= 'fw'
     end
     a = a + 4
   end
@@ -145,7 +166,7 @@ end
 if a - 1 ~= nargs then
   return bad('expected ' .. (a - 1) .. ' arguments for these decisions')
 end
-if #KEYS ~= keys_needed then
+if #keys ~= keys_needed then
   return bad('expected ' .. keys_needed .. ' keys for these decisions')
 end
 
@@ -157,7 +178,8 @@ if needs_clock then
 end
 
 local reply = {}
--- A decision's queued writes: key, value, ttl (ms); sl sets wz (its clock).
+-- A decision's queued writes: key, value, TTL as text; sl sets wz (its
+-- clock), its amount and window.
 local wk, wv, wt, wz = {}, {}, {}, {}
 local k, j, r = 1, 0, 0
 for d = 1, D do
@@ -190,7 +212,7 @@ for d = 1, D do
       if wz[w] then
         --@include sliding_log_write.lua
       else
-        call('SET', key, wv[w], 'PX', fmt('%d', wt[w]))
+        call('SET', key, wv[w], 'PX', wt[w])
       end
     end
   end

@@ -3,7 +3,7 @@
 -- now + offset). Written with SET ... PX <ms to the window's end>, so the
 -- TTL is exact and needs no PEXPIRE NX (Redis 7.0).
 -- (A fragment of the driver's loop.)
-local key = KEYS[k]
+local key = keys[k]
 local count = tonumber(call('GET', key)) or 0
 local offset = loff[j]
 local elapsed = now % window
@@ -19,7 +19,7 @@ if op == 'g' then
     count = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), reset, false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
   amount = 1 -- then reported as a check of one unit
 end
 if count + amount <= limit then
@@ -27,7 +27,7 @@ if count + amount <= limit then
   if op == 'u' then
     count = count + amount
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), reset, false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
   end
 else
   allowed = false

@@ -15,17 +15,11 @@ local TOP = MAX_EXACT - 1 -- the largest time or count the script keeps
 local floor = math.floor
 local fmt = string.format
 local call = redis.call
+local argv, keys = ARGV, KEYS -- locals: faster than globals
 
--- floor(a / b) for integers a, b > 0, corrected for double rounding.
-local function idiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
+-- floor(a / b) is exact for integers |a| < 2^53, b > 0: the quotient of
+-- two such doubles never rounds across an integer. Every division here
+-- keeps to that.
 
 -- A positive integer argument below 2^53, or nil. Rejects nan (it fails
 -- every comparison), inf and fractions.

@@ -5,7 +5,7 @@
 -- more than a window away. Reads write nothing (a check, a denial): the
 -- trim and the ZADD are queued (see sliding_log_write.lua).
 -- (A fragment of the driver's loop.)
-local key = KEYS[k]
+local key = keys[k]
 local t = store_now
 local newest = call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
 if newest then

@@ -4,25 +4,21 @@
 -- multiplied through by window: previous * (window - elapsed) + current * window.
 -- A count past the limit (a debt) weighs on the next window as "previous";
 -- after two windows it is gone with its key.
--- (A fragment of the driver's loop: reads k, now, limit, window, op, amount;
+-- (A fragment of the driver's loop: reads k, s, limit, window, op, amount and
+-- the spec's elapsed and TTL, p1 to p3, computed once per call;
 -- sets allowed, remaining, reset, retry; queues its writes.)
-local key = KEYS[k]
-local counts = call('MGET', key, KEYS[k + 1])
+local key = keys[k]
+local counts = call('MGET', key, keys[k + 1])
 local cur = tonumber(counts[1]) or 0
 local prev = tonumber(counts[2]) or 0
-local elapsed = now % window
--- Until the NEXT window ends this key is read as "previous".
-local ttl = 2 * window - elapsed
-if ttl > TOP then
-  ttl = TOP
-end
+local elapsed, ttl = p1[s], p2[s]
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then
     cur = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), ttl, false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
   amount = 1 -- then reported as a check of one unit
 end
 -- room: what the estimate leaves, x window. Exact whenever it is >= 0;
@@ -34,7 +30,7 @@ if room >= amount * window then
     cur = cur + amount
     room = room - amount * window
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), ttl, false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
   end
 else
   allowed = false
@@ -45,7 +41,7 @@ else
     retry = nil
     local left = (limit - cur - amount) * window
     if left >= 0 and prev > 0 then
-      local at = window - idiv(left, prev)
+      local at = window - floor(left / prev)
       if at < window then
         retry = at - elapsed
       end
@@ -54,7 +50,7 @@ else
       -- Next window: the current count becomes the previous one.
       local at = 0
       if cur > 0 then
-        at = window - idiv((limit - amount) * window, cur)
+        at = window - floor(((limit - amount) * window) / cur)
         if at < 0 then
           at = 0
         end
@@ -72,7 +68,7 @@ else
 end
 remaining = 0
 if room > 0 then
-  remaining = idiv(room, window)
+  remaining = floor(room / window)
 end
 if cur > 0 then
   reset = ttl

@@ -8,8 +8,8 @@
 -- 2 x tolerance, past 2^53, and the pair keeps it exact.
 -- State: "<ms written>:<q>:<r>"; absent, or q elapsed since = a full bucket.
 -- (A fragment of the driver's loop.)
-local key = KEYS[k]
-local burst, tol_q, tol_r, cap_q, cap_r = bur[s], tq[s], tr[s], cq[s], cr[s]
+local key = keys[k]
+local burst, tol_q, tol_r, cap_q, cap_r = bur[s], p1[s], p2[s], p3[s], p4[s]
 local q, r = 0, 0
 local state = call('GET', key)
 if state then
@@ -26,7 +26,7 @@ if state then
       r = tonumber(sr)
       if r >= limit then
         -- written under a smaller limit
-        local c = idiv(r, limit)
+        local c = floor(r / limit)
         q, r = q + c, r - c * limit
       end
       if q > cap_q or (q == cap_q and r > cap_r) then
@@ -37,7 +37,7 @@ if state then
 end
 if op == 'g' then
   local x = amount * window
-  local xq = idiv(x, limit)
+  local xq = floor(x / limit)
   x = x - xq * limit
   if r >= limit - x then
     xq, r = xq + 1, r - (limit - x)
@@ -50,12 +50,12 @@ if op == 'g' then
     q = q + xq
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
   amount = 1 -- then reported as a check of one unit
 end
 -- The room for amount: tolerance - amount x window, as a pair.
 local x = amount * window
-local xq = idiv(x, limit)
+local xq = floor(x / limit)
 x = x - xq * limit
 local sq, sr = tol_q - xq, tol_r - x
 if sr < 0 then
@@ -70,7 +70,7 @@ if amount <= burst and (q < sq or (q == sq and r <= sr)) then
       q, r = q + xq, r + x
     end
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
   end
 else
   allowed = false
@@ -82,6 +82,6 @@ else
 end
 remaining = 0
 if q < tol_q or (q == tol_q and r <= tol_r) then
-  remaining = idiv((tol_q - q) * limit + tol_r - r, window)
+  remaining = floor(((tol_q - q) * limit + tol_r - r) / window)
 end
 reset = q + (r > 0 and 1 or 0)

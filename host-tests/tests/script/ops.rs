@@ -108,6 +108,23 @@ fn gcra_checks_charges_and_debt_capped_at_one_tolerance_past_it() {
 }
 
 #[test]
+fn gcra_counts_in_thirds_of_a_millisecond() {
+    // 3 per second: one every 333.33 ms (1000 units of 1/3 ms), 2 back to back.
+    run(
+        spec(Gcra, 3, 1000, 2),
+        &[
+            (0, U(1), (true, 1, 334, 0)),
+            (0, U(1), (true, 0, 667, 0)),
+            (0, U(1), (false, 0, 667, 334)),
+            (333, K(1), (false, 0, 334, 1)), // 1001 units ahead: one unit too many
+            (334, U(1), (true, 0, 666, 0)),
+            (334, G(1), (false, 0, 1000, 666)),
+            (1000, K(1), (true, 1, 334, 0)),
+        ],
+    );
+}
+
+#[test]
 fn sliding_log_checks() {
     run(
         spec(SlidingLog, 5, 1000, 5),
