@@ -1,62 +1,69 @@
--- Driver (protocol v2): decides a BATCH of decisions in order, each every
--- limit of ONE client, all or nothing: if any limit of a decision denies,
--- none of its limits consumes anything. Each decision sees the writes of
--- the decisions before it in the batch.
+-- Driver, protocol v2: a batch of decisions in one atomic call. Each
+-- decision covers limits of ONE client; decisions run in order, each seeing
+-- the writes of those before it.
 --
--- KEYS: per decision, per limit in order: sliding_window takes two (current,
---       previous window), every other algorithm one. A decision's keys share
---       its client's hash tag.
--- ARGV: now_ms (the caller's clock, for the windowed algorithms);
---       S, then S specs of 4: algorithm (sw, fw, tb, sl, gc), limit,
---       window_ms, burst;
---       D, then per decision: L, then L limits of 4: spec (1-based), op,
---       amount, offset.
---       op u (use): consume `amount` if the whole decision admits;
---       op k (check): allowed iff at least `amount` remain, writes nothing;
---       op g (charge): add `amount` whatever the limit (a debt), never
---       mixed with u or k in one decision, never on sliding_log.
---       offset: fixed_window only (0 for the others): its windows start
---       `offset` ms later for this client (0 <= offset < window).
+-- KEYS: per decision, per limit, in order: sliding_window two (current,
+--       previous window), every other algorithm one.
+-- ARGV: now (the caller's clock, ms), S, then S specs of 4: code (sw, fw,
+--       tb, sl, gc), limit, window_ms, burst; then D, then per decision: L,
+--       then L limits of 4: spec (1-based index into the specs), op, amount,
+--       offset. The test build appends its clock (CLOCK_ARGS).
+--       op u: use (consume amount if the whole decision admits);
+--       op k: check (allowed iff amount units remain; writes nothing);
+--       op g: charge (add amount unconditionally, into debt if need be).
+--       A decision is request-time (u and k) or a charge (only g); g on sl
+--       is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
 -- Reply: per decision, per limit: allowed (1/0), remaining, reset_ms,
---       retry_after_ms (0 when allowed; exact; -1 when the amount can never
---       fit). For a charge, allowed = at least 1 unit remains after it, and
---       retry_after = when 1 unit will (the debt is repaid).
--- Bounds of every reply value (debts included): remaining <= limit (or
---       burst for tb, gc); reset and retry <= 2 * window (sw), window (fw,
---       sl), ceil(2 * burst * window / limit) (tb, gc).
+--       retry_after_ms (0 when allowed; -1 when amount can never fit).
+--       For g: allowed = at least one unit remains after the charge, and
+--       retry_after_ms = until one unit remains.
+--
+-- All or nothing per request-time decision: its u writes are applied only
+-- if every limit allows. Anything invalid is refused before any key is read.
+--
+-- Debt caps (so every reply is bounded): a token bucket's tokens never go
+-- below -capacity and a GCRA's TAT never more than one tolerance past the
+-- tolerance (both: at most 2 x burst x window units ahead), and never more
+-- than 2^53 - 1 ms from full. Window counts saturate at 2^53 - 1, where they
+-- already deny through their two windows. Bounds: sw reset and retry
+-- <= 2 x window; fw and sl <= window; tb and gc <= ceil(2 x burst x window /
+-- limit); remaining <= limit (burst for tb and gc); all <= 2^53 - 1.
 
-local MAX_SPECS = 64
-local MAX_DECISIONS = 256
-local MAX_LIMITS = 64
-local SLIDING_LOG_MAX = 10000 -- keeps one call's work and one key's memory bounded
+local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64
+local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
+local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
 
 local function bad(msg)
   return redis.error_reply('ERR ratelimit: ' .. msg)
 end
 
---@include sliding_window.lua
---@include fixed_window.lua
---@include token_bucket.lua
---@include sliding_log.lua
---@include gcra.lua
+local function bad_limit(d, i, msg)
+  return bad('decision ' .. d .. ' limit ' .. i .. ': ' .. msg)
+end
 
-local caller_now = tonumber(ARGV[1])
-if caller_now == nil or caller_now ~= caller_now or caller_now < 0
-    or caller_now >= MAX_EXACT or floor(caller_now) ~= caller_now then
+local nargs = #argv - CLOCK_ARGS
+local now = tonumber(argv[1])
+if now == nil or not (now >= 0 and now < MAX_EXACT) or now % 1 ~= 0 then
   return bad('now must be a non-negative integer')
 end
-local S = posint(ARGV[2])
+local S = posint(argv[2])
 if S == nil or S > MAX_SPECS then
   return bad('the spec count must be an integer from 1 to ' .. MAX_SPECS)
 end
+if nargs < 3 + 4 * S then
+  return bad('too few arguments')
+end
 
--- The spec table, validated once for the whole batch.
-local codes, limits, windows, bursts = {}, {}, {}, {}
+-- The spec table, validated once, with what every decision on a spec
+-- shares, computed once: for tb and gc the tolerance (burst x window units)
+-- and the debt cap as (whole ms, remainder in 1/limit ms) in p1..p4; for sw
+-- the elapsed part of the window and the TTL of its writes (also as text).
+local code, lim, win, bur = {}, {}, {}, {}
+local p1, p2, p3, p4 = {}, {}, {}, {}
+local a = 3
 for s = 1, S do
-  local base = 2 + (s - 1) * 4
-  local code = ARGV[base + 1]
-  local limit, window, burst = posint(ARGV[base + 2]), posint(ARGV[base + 3]), posint(ARGV[base + 4])
-  if code ~= 'sw' and code ~= 'fw' and code ~= 'tb' and code ~= 'sl' and code ~= 'gc' then
+  local c, limit, window, burst = argv[a], posint(argv[a + 1]), posint(argv[a + 2]), posint(argv[a + 3])
+  if c ~= 'sw' and c ~= 'fw' and c ~= 'tb' and c ~= 'sl' and c ~= 'gc' then
     return bad('spec ' .. s .. ': unknown algorithm')
   elseif limit == nil then
     return bad('spec ' .. s .. ': limit must be a positive integer')
@@ -66,121 +73,148 @@ for s = 1, S do
     return bad('spec ' .. s .. ': burst must be a positive integer')
   elseif limit * window >= MAX_EXACT or burst * window >= MAX_EXACT then
     return bad('spec ' .. s .. ': limit or burst times window is too large')
-  elseif code == 'sl' and limit > SLIDING_LOG_MAX then
+  elseif c == 'sl' and limit > SLIDING_LOG_MAX then
     return bad('spec ' .. s .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
   end
-  codes[s], limits[s], windows[s], bursts[s] = code, limit, window, burst
+  code[s], lim[s], win[s], bur[s] = c, limit, window, burst
+  if c == 'sw' then
+    local elapsed = now % window
+    -- Until the NEXT window ends this window's key is read as "previous".
+    local ttl = 2 * window - elapsed
+    if ttl > TOP then
+      ttl = TOP
+    end
+    p1[s], p2[s], p3[s] = elapsed, ttl, fmt('%d', ttl)
+  elseif c == 'tb' or c == 'gc' then
+    local tol = burst * window
+    local q = floor(tol / limit)
+    local r = tol - q * limit
+    p1[s], p2[s] = q, r
+    -- The cap: min(2 x tolerance, 2^53 - 1 ms); past 2^53 only compared.
+    -- (2 x tolerance < 2^54 units: at TOP ms its remainder is 0.)
+    local c2, r2 = 2 * q, 2 * r
+    if r >= limit - r then
+      c2, r2 = c2 + 1, r - (limit - r)
+    end
+    if c2 > TOP then
+      c2, r2 = TOP, 0
+    end
+    p3[s], p4[s] = c2, r2
+  end
+  a = a + 4
 end
 
--- Validate every decision before touching any key.
-local first = 3 + S * 4
-local D = posint(ARGV[first])
+-- Every decision and limit, validated before any key is touched.
+local D = posint(argv[a])
 if D == nil or D > MAX_DECISIONS then
   return bad('the decision count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
-local pos = first + 1
-local keys_needed = 0
-local needs_clock = false
+a = a + 1
+local dlen, dcharge = {}, {}
+local lspec, lop, lamt, loff = {}, {}, {}, {}
+local n, keys_needed, needs_clock = 0, 0, false
 for d = 1, D do
-  local L = posint(ARGV[pos])
-  if L == nil or L > MAX_LIMITS then
+  local L = tonumber(argv[a])
+  if not (L and L >= 1 and L <= MAX_LIMITS and L % 1 == 0) then
     return bad('decision ' .. d .. ': the limit count must be an integer from 1 to ' .. MAX_LIMITS)
+  elseif a + 4 * L > nargs then
+    return bad('too few arguments')
   end
-  if pos + L * 4 > #ARGV then
-    return bad('decision ' .. d .. ': missing arguments')
-  end
-  local charges, uses = false, false
+  local charge = argv[a + 2] == 'g'
   for i = 1, L do
-    local b = pos + (i - 1) * 4
-    local s, op, amount, offset = posint(ARGV[b + 1]), ARGV[b + 2], posint(ARGV[b + 3]), tonumber(ARGV[b + 4])
-    local where = 'decision ' .. d .. ' limit ' .. i .. ': '
-    if s == nil or s > S then
-      return bad(where .. 'unknown spec')
+    -- Cheap on the common path: the spec's code found by its index (nil
+    -- unless an integer from 1 to S), an offset of '0' never parsed.
+    local s = tonumber(argv[a + 1])
+    local c, op, amount, offset = code[s], argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
+    if c == nil then
+      return bad_limit(d, i, 'spec must be an index into the specs')
     elseif op ~= 'u' and op ~= 'k' and op ~= 'g' then
-      return bad(where .. 'op must be u, k or g')
-    elseif amount == nil or amount * windows[s] >= MAX_EXACT then
-      return bad(where .. 'amount must be a positive integer (times window below 2^53)')
-    elseif offset == nil or offset < 0 or offset % 1 ~= 0 or offset >= windows[s]
-        or (offset ~= 0 and codes[s] ~= 'fw') then
-      return bad(where .. 'offset must be an integer from 0 to window - 1 (fixed_window only)')
-    elseif op == 'g' and codes[s] == 'sl' then
-      return bad(where .. 'sliding_log cannot carry a charge')
+      return bad_limit(d, i, 'op must be u, k or g')
+    elseif not (amount and amount >= 1 and amount * win[s] < MAX_EXACT and amount % 1 == 0) then
+      if posint(amount) then
+        return bad_limit(d, i, 'amount times window is too large')
+      end
+      return bad_limit(d, i, 'amount must be a positive integer')
+    elseif (op == 'g') ~= charge then
+      return bad_limit(d, i, 'a decision is either u and k or only g')
+    elseif charge and c == 'sl' then
+      return bad_limit(d, i, 'g is impossible on sl')
     end
-    if op == 'g' then
-      charges = true
+    if offset == '0' then
+      offset = 0
     else
-      uses = true
+      offset = tonumber(offset)
+      if offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
+        return bad_limit(d, i, 'offset must be an integer from 0 to window - 1')
+      elseif offset ~= 0 and c ~= 'fw' then
+        return bad_limit(d, i, 'offset applies to fw only')
+      end
     end
-    if codes[s] == 'sw' then
+    n = n + 1
+    lspec[n], lop[n], lamt[n], loff[n] = s, op, amount, offset
+    if c == 'sw' then
       keys_needed = keys_needed + 2
     else
       keys_needed = keys_needed + 1
-      needs_clock = needs_clock or codes[s] ~= 'fw'
+      needs_clock = needs_clock or c ~= 'fw'
     end
+    a = a + 4
   end
-  if charges and uses then
-    return bad('decision ' .. d .. ': a charge cannot be mixed with use or check')
-  end
-  pos = pos + 1 + L * 4
+  dlen[d], dcharge[d] = L, charge
+  a = a + 1
 end
-if #ARGV ~= pos - 1 + CLOCK_ARGS then
-  return bad('expected ' .. (pos - 1) .. ' arguments for these decisions')
+if a - 1 ~= nargs then
+  return bad('expected ' .. (a - 1) .. ' arguments for these decisions')
 end
-if #KEYS ~= keys_needed then
-  return bad('expected ' .. keys_needed .. ' keys for these limits')
+if #keys ~= keys_needed then
+  return bad('expected ' .. keys_needed .. ' keys for these decisions')
 end
 
--- The windowed algorithms use the caller's clock (the window index is in
--- their keys); the others Redis TIME, read once.
-local script_now = 0
+-- sw and fw run on the caller's clock (the window index is in their keys);
+-- the others on Redis TIME, read once.
+local store_now = 0
 if needs_clock then
-  script_now = clock_ms()
+  store_now = clock_ms()
 end
 
 local reply = {}
-local r = 0
-local k = 1
-pos = first + 1
-for _ = 1, D do
-  local L = tonumber(ARGV[pos])
-  local writes = {}
-  local all_allowed = true
-  local charge = false
-  for i = 1, L do
-    local b = pos + (i - 1) * 4
-    local s, op, amount = tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 3])
-    local code, limit, window, burst = codes[s], limits[s], windows[s], bursts[s]
+-- A decision's queued writes: key, value, TTL as text; sl sets wz (its
+-- clock), its amount and window.
+local wk, wv, wt, wz = {}, {}, {}, {}
+local k, j, r = 1, 0, 0
+for d = 1, D do
+  local nw, all = 0, true
+  for _ = 1, dlen[d] do
+    j = j + 1
+    local s = lspec[j]
+    local c, limit, window, op, amount = code[s], lim[s], win[s], lop[j], lamt[j]
     local allowed, remaining, reset, retry
-    if code == 'sw' then
-      allowed, remaining, reset, retry =
-        sliding_window(KEYS[k], KEYS[k + 1], op, amount, caller_now, limit, window, writes)
+    if c == 'sw' then
+      --@include sliding_window.lua
       k = k + 2
     else
-      if code == 'fw' then
-        allowed, remaining, reset, retry =
-          fixed_window(KEYS[k], op, amount, caller_now + tonumber(ARGV[b + 4]), limit, window, writes)
-      elseif code == 'tb' then
-        allowed, remaining, reset, retry = token_bucket(KEYS[k], op, amount, script_now, limit, window, burst, writes)
-      elseif code == 'sl' then
-        allowed, remaining, reset, retry = sliding_log(KEYS[k], op, amount, script_now, limit, window, writes)
+      if c == 'fw' then
+        --@include fixed_window.lua
+      elseif c == 'sl' then
+        --@include sliding_log.lua
       else
-        allowed, remaining, reset, retry = gcra(KEYS[k], op, amount, script_now, limit, window, burst, writes)
+        --@include tat.lua
       end
       k = k + 1
     end
-    if op == 'g' then
-      charge = true
-    elseif not allowed then
-      all_allowed = false
-    end
+    all = all and allowed
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
     r = r + 4
   end
-  if all_allowed or charge then
-    for w = 1, #writes do
-      redis.call(unpack(writes[w]))
+  if all or dcharge[d] then
+    for w = 1, nw do
+      local key = wk[w]
+      if wz[w] then
+        --@include sliding_log_write.lua
+      else
+        call('SET', key, wv[w], 'PX', wt[w])
+      end
     end
   end
-  pos = pos + 1 + L * 4
 end
 return reply

@@ -1,31 +1,43 @@
 -- fixed_window: one counter per window, the window index in its name (from
--- the caller's clock, shifted by the client's offset when staggered). The
--- counter is written with its expiry at the window's end (SET ... PX), so
--- the expiry is never pushed out and a key never lives without one (no
--- PEXPIRE NX, which needs Redis 7). A charge may take it past the limit:
--- that debt ends with the window.
-local function fixed_window(key, op, amount, t, limit, window, writes)
-  local count = tonumber(redis.call('GET', key)) or 0
-  local reset = window - t % window
-  if op == 'g' then
+-- the caller's clock, shifted by the limit's offset: the window works on
+-- now + offset). Written with SET ... PX <ms to the window's end>, so the
+-- TTL is exact and needs no PEXPIRE NX (Redis 7.0).
+-- (A fragment of the driver's loop.)
+local key = keys[k]
+local count = tonumber(call('GET', key)) or 0
+local offset = loff[j]
+local elapsed = now % window
+if elapsed >= window - offset then
+  elapsed = elapsed - (window - offset)
+else
+  elapsed = elapsed + offset
+end
+reset = window - elapsed
+if op == 'g' then
+  count = count + amount
+  if count > TOP then
+    count = TOP
+  end
+  nw = nw + 1
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
+  amount = 1 -- then reported as a check of one unit
+end
+if count + amount <= limit then
+  allowed, retry = true, 0
+  if op == 'u' then
     count = count + amount
-    writes[#writes + 1] = { 'SET', key, count, 'PX', reset }
-    local remaining = floor0(limit - count)
-    if remaining >= 1 then
-      return true, remaining, reset, 0
-    end
-    return false, 0, reset, reset
+    nw = nw + 1
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
   end
-  local remaining = floor0(limit - count)
-  if count + amount <= limit then
-    if op == 'u' then
-      writes[#writes + 1] = { 'SET', key, count + amount, 'PX', reset }
-      remaining = limit - count - amount
-    end
-    return true, remaining, reset, 0
-  end
+else
+  allowed = false
   if amount > limit then
-    return false, remaining, reset, -1
+    retry = -1
+  else
+    retry = reset
   end
-  return false, remaining, reset, reset
+end
+remaining = 0
+if count < limit then
+  remaining = limit - count
 end

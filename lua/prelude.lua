@@ -1,30 +1,25 @@
 -- ratelimit decision script: prelude (shared helpers).
--- build.rs assembles it with the clock, the algorithms and the driver into
--- ONE script, one SHA-1 to EVALSHA. Redis runs the whole text on every call:
--- the helpers and one function per algorithm are made once per call and
--- used for every decision of the batch.
+-- build.rs assembles it with the clock and the driver, into which it inlines
+-- one fragment per algorithm: ONE script, one SHA-1 to EVALSHA. Redis runs
+-- the whole text on every call, so the script defines as little as it can:
+-- no closure or table per algorithm, only these helpers.
 --
 -- All state is kept in integers (Lua numbers are doubles: exact below 2^53),
--- so every retry_after is exact to the millisecond.
+-- so every retry_after is exact to the millisecond. Where a sum could pass
+-- 2^53 it is either only compared (rounding keeps the order against an exact
+-- bound) or kept as a pair (whole ms, remainder). Numbers go to Redis
+-- through string.format('%d'): Redis 7.2 before 7.2.5 turns 1e8 into '1e+08'.
 
 local MAX_EXACT = 9007199254740992 -- 2^53
+local TOP = MAX_EXACT - 1 -- the largest time or count the script keeps
 local floor = math.floor
+local fmt = string.format
+local call = redis.call
+local argv, keys = ARGV, KEYS -- locals: faster than globals
 
--- floor(a / b) for integers a, b > 0, corrected for double rounding.
-local function idiv(a, b)
-  local q = floor(a / b)
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
-end
-
--- ceil(a / b) for integers, b > 0.
-local function cdiv(a, b)
-  return -idiv(-a, b)
-end
+-- floor(a / b) is exact for integers |a| < 2^53, b > 0: the quotient of
+-- two such doubles never rounds across an integer. Every division here
+-- keeps to that.
 
 -- A positive integer argument below 2^53, or nil. Rejects nan (it fails
 -- every comparison), inf and fractions.
@@ -34,12 +29,4 @@ local function posint(s)
     return x
   end
   return nil
-end
-
--- max(x, 0)
-local function floor0(x)
-  if x < 0 then
-    return 0
-  end
-  return x
 end

@@ -2,68 +2,78 @@
 -- KEYS: the current and the previous window's counters; the caller puts the
 -- window index in their names and passes its clock. Compared in integers,
 -- multiplied through by window: previous * (window - elapsed) + current * window.
--- A charge may take the current count past the limit: it weighs on the
--- estimate for two windows at most.
-
--- The first ms (from now) at which `cost` fits, given the counts.
-local function sliding_retry(cur, prev, cost, limit, window, elapsed)
-  local room = (limit - cur - cost) * window
-  if room >= 0 and prev > 0 then
-    local at = window - idiv(room, prev)
-    if at < window then
-      return at - elapsed
-    end
+-- A count past the limit (a debt) weighs on the next window as "previous";
+-- after two windows it is gone with its key.
+-- (A fragment of the driver's loop: reads k, s, limit, window, op, amount and
+-- the spec's elapsed and TTL, p1 to p3, computed once per call;
+-- sets allowed, remaining, reset, retry; queues its writes.)
+local key = keys[k]
+local counts = call('MGET', key, keys[k + 1])
+local cur = tonumber(counts[1]) or 0
+local prev = tonumber(counts[2]) or 0
+local elapsed, ttl = p1[s], p2[s]
+if op == 'g' then
+  cur = cur + amount
+  if cur > TOP then
+    cur = TOP
   end
-  -- Next window: the current count becomes the previous one.
-  local at = 0
-  if cur > 0 then
-    at = window - idiv((limit - cost) * window, cur)
-    if at < 0 then
-      at = 0
-    end
-  end
-  if at < window then
-    return window - elapsed + at
-  end
-  return 2 * window - elapsed
+  nw = nw + 1
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
+  amount = 1 -- then reported as a check of one unit
 end
-
-local function sliding_window(cur_key, prev_key, op, amount, now, limit, window, writes)
-  local counts = redis.call('MGET', cur_key, prev_key)
-  local cur = tonumber(counts[1]) or 0
-  local prev = tonumber(counts[2]) or 0
-  local elapsed = now % window
-  local weighted_prev = prev * (window - elapsed)
-  local full = limit * window
-  -- This key is the next window's "previous": keep it until that one ends.
-  local keep = 2 * window - elapsed
-  if op == 'g' then
+-- room: what the estimate leaves, x window. Exact whenever it is >= 0;
+-- when negative only its sign is used.
+local room = limit * window - prev * (window - elapsed) - cur * window
+if room >= amount * window then
+  allowed, retry = true, 0
+  if op == 'u' then
     cur = cur + amount
-    writes[#writes + 1] = { 'SET', cur_key, cur, 'PX', keep }
-    local used = weighted_prev + cur * window
-    if used + window <= full then
-      return true, idiv(full - used, window), keep, 0
-    end
-    return false, floor0(idiv(full - used, window)), keep, sliding_retry(cur, prev, 1, limit, window, elapsed)
+    room = room - amount * window
+    nw = nw + 1
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
   end
-  local used = weighted_prev + cur * window
-  if used + amount * window <= full then
-    local remaining = idiv(full - used, window)
-    if op == 'u' then
-      writes[#writes + 1] = { 'SET', cur_key, cur + amount, 'PX', keep }
-      return true, remaining - amount, keep, 0
-    end
-    return true, remaining, (cur > 0 and keep) or (prev > 0 and window - elapsed) or 0, 0
-  end
-  local reset = 0
-  if cur > 0 then
-    reset = keep
-  elseif prev > 0 then
-    reset = window - elapsed
-  end
-  local remaining = floor0(idiv(full - used, window))
+else
+  allowed = false
   if amount > limit then
-    return false, remaining, reset, -1
+    retry = -1
+  else
+    -- This window, once previous's weight has fallen enough.
+    retry = nil
+    local left = (limit - cur - amount) * window
+    if left >= 0 and prev > 0 then
+      local at = window - floor(left / prev)
+      if at < window then
+        retry = at - elapsed
+      end
+    end
+    if retry == nil then
+      -- Next window: the current count becomes the previous one.
+      local at = 0
+      if cur > 0 then
+        at = window - floor(((limit - amount) * window) / cur)
+        if at < 0 then
+          at = 0
+        end
+      end
+      if at < window then
+        retry = window - elapsed + at
+      else
+        retry = ttl
+      end
+      if retry > TOP then
+        retry = TOP
+      end
+    end
   end
-  return false, remaining, reset, sliding_retry(cur, prev, amount, limit, window, elapsed)
+end
+remaining = 0
+if room > 0 then
+  remaining = floor(room / window)
+end
+if cur > 0 then
+  reset = ttl
+elseif prev > 0 then
+  reset = window - elapsed
+else
+  reset = 0
 end

@@ -2,6 +2,10 @@
 //!
 //! `<domain>:{<identity>}:<rule>:<algorithm>:<window ms>[:<window index>]`
 //!
+//! A fixed window with an offset works on `now + offset`, and its code in
+//! the key is `fo` instead of `fw`: switching offsets on never mixes its
+//! counts with those of the aligned windows.
+//!
 //! Every key of one identity carries the same hash tag `{<identity>}`, so one
 //! script call covering all its limits stays on one Redis Cluster slot. The
 //! window length is part of the name, so a changed window starts fresh while
@@ -15,23 +19,21 @@ use crate::algorithm::Algorithm;
 use crate::model::LimitSpec;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
-/// and the previous window's counter, the others one key. A fixed window
-/// staggered by `offset_ms` counts in windows shifted by that much, named
-/// `fo` instead of `fw` (turning staggering on starts fresh counters rather
-/// than mixing counts of differently aligned windows).
+/// and the previous window's counter, the others one key. `offset_ms`
+/// shifts a fixed window's boundaries (ignored by the other algorithms).
 pub fn limit_keys(
     out: &mut Vec<String>,
     domain: &str,
     identity: &str,
     rule: &str,
     spec: &LimitSpec,
-    now_ms: u64,
     offset_ms: Option<u64>,
+    now_ms: u64,
 ) {
     let window = spec.window_ms.max(1);
-    let staggered = offset_ms.is_some() && spec.algorithm == Algorithm::FixedWindow;
-    let index = now_ms.saturating_add(if staggered { offset_ms.unwrap_or(0) } else { 0 }) / window;
-    let code = if staggered { "fo" } else { spec.algorithm.code() };
+    let offset = shift(spec, offset_ms);
+    let index = now_ms.saturating_add(offset.unwrap_or(0)) / window;
+    let code = key_code(spec, offset_ms);
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
     let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{code}:{window}");
@@ -43,6 +45,20 @@ pub fn limit_keys(
         Algorithm::FixedWindow => out.push(format!("{base}:{index}")),
         _ => out.push(base),
     }
+}
+
+/// The code in a limit's key names: its algorithm's, or `fo` for a fixed
+/// window with an offset.
+pub fn key_code(spec: &LimitSpec, offset_ms: Option<u64>) -> &'static str {
+    match shift(spec, offset_ms) {
+        Some(_) => "fo",
+        None => spec.algorithm.code(),
+    }
+}
+
+/// The offset that shifts this limit's windows: fixed windows only.
+fn shift(spec: &LimitSpec, offset_ms: Option<u64>) -> Option<u64> {
+    offset_ms.filter(|_| spec.algorithm == Algorithm::FixedWindow)
 }
 
 /// The Redis Cluster hash slot of keys tagged `{tag}`: CRC16 (XMODEM) of
@@ -64,9 +80,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn keys(algorithm: Algorithm, now: u64) -> Vec<String> {
+        keys_with_offset(algorithm, None, now)
+    }
+
+    fn keys_with_offset(algorithm: Algorithm, offset: Option<u64>, now: u64) -> Vec<String> {
         let spec = LimitSpec { algorithm, limit: 100, window_ms: 60_000, burst: 100 };
         let mut out = Vec::new();
-        limit_keys(&mut out, "shop", "k=abc", "api", &spec, now, None);
+        limit_keys(&mut out, "shop", "k=abc", "api", &spec, offset, now);
         out
     }
 
@@ -78,6 +98,20 @@ mod tests {
             ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
         );
         assert_eq!(keys(Algorithm::FixedWindow, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn shifted_fixed_windows_have_their_own_code_and_index() {
+        // 179_999 + 1 = 180_000: the shifted window 3 has begun.
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, Some(1), 179_999), ["shop:{k=abc}:api:fo:60000:3"]);
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, Some(0), 179_999), ["shop:{k=abc}:api:fo:60000:2"]);
+        assert_eq!(keys_with_offset(Algorithm::FixedWindow, None, 179_999), ["shop:{k=abc}:api:fw:60000:2"]);
+        // Only fixed windows shift.
+        assert_eq!(
+            keys_with_offset(Algorithm::SlidingWindow, Some(1), 179_999),
+            ["shop:{k=abc}:api:sw:60000:2", "shop:{k=abc}:api:sw:60000:1"]
+        );
     }
 
     #[test]
@@ -96,15 +130,5 @@ mod tests {
         assert_eq!(keys(Algorithm::TokenBucket, 5), ["shop:{k=abc}:api:tb:60000"]);
         assert_eq!(keys(Algorithm::SlidingLog, 5), ["shop:{k=abc}:api:sl:60000"]);
         assert_eq!(keys(Algorithm::Gcra, 5), ["shop:{k=abc}:api:gc:60000"]);
-    }
-
-    #[test]
-    #[wasm_bindgen_test]
-    fn a_staggered_fixed_window_is_named_apart_and_indexed_by_its_shifted_window() {
-        let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 100, window_ms: 60_000, burst: 100 };
-        let mut out = Vec::new();
-        limit_keys(&mut out, "shop", "k", "api", &spec, 119_999, Some(1));
-        limit_keys(&mut out, "shop", "k", "api", &spec, 119_998, Some(1));
-        assert_eq!(out, ["shop:{k}:api:fo:60000:2", "shop:{k}:api:fo:60000:1"]);
     }
 }

@@ -10,6 +10,51 @@ pub fn test_script() -> String {
     format!("{PRELUDE}{TEST_CLOCK}{BODY}")
 }
 
+/// The test build wrapped so that Redis never expires a key in real time:
+/// the harness expires keys on the simulated clock instead (see
+/// `SimulatedExpiry`), so a test holds however slowly the machine runs.
+/// After the script, every key it was given is reported and persisted: its
+/// PTTL as the script left it (-1: written without a TTL, -2: absent, -3:
+/// left untouched), after one more value: how many ms the script may have
+/// taken, by which a PTTL can fall short of the TTL the script set.
+pub fn sim_expiry_script() -> String {
+    format!(
+        "local function decide()\n{PRELUDE}{TEST_CLOCK}{BODY}end\n{}",
+        r#"local function ms()
+local t = redis.call('TIME')
+return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local before = {}
+for i = 1, #KEYS do
+before[i] = redis.call('DUMP', KEYS[i]) or false
+end
+local t0 = ms()
+local reply = decide()
+if reply.err then
+return reply
+end
+local n = #reply
+reply[n + 1] = ms() - t0 + 1
+local seen = {}
+for i = 1, #KEYS do
+local key = KEYS[i]
+local ttl = seen[key]
+if ttl == nil then
+ttl = redis.call('PTTL', key)
+if ttl == -1 and (redis.call('DUMP', key) or false) == before[i] then
+ttl = -3
+elseif ttl >= 0 then
+redis.call('PERSIST', key)
+end
+seen[key] = ttl
+end
+reply[n + 1 + i] = ttl
+end
+return reply
+"#
+    )
+}
+
 /// SHA-1 hex of a script text.
 pub fn sha1_hex(text: &str) -> String {
     sha1(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
@@ -20,29 +65,83 @@ pub fn load(conn: &mut redis::Connection, text: &str) -> String {
     redis::cmd("SCRIPT").arg("LOAD").arg(text).query(conn).unwrap()
 }
 
-/// Runs one decision by EVALSHA; `clock` is appended for the test build.
-pub fn evalsha(
+/// Runs `call` by EVALSHA (`clock` is appended for the test build) and
+/// returns the raw integers, or Redis's error text.
+pub fn evalsha_raw(
     conn: &mut redis::Connection,
     sha: &str,
     call: &ScriptCall,
     clock: Option<u64>,
-) -> Result<Vec<Decision>, String> {
+) -> Result<Vec<i64>, String> {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(call.keys.len()).arg(&call.keys).arg(&call.args);
     if let Some(now) = clock {
         cmd.arg(now);
     }
-    let reply: Vec<i64> = cmd.query(conn).map_err(|e| e.to_string())?;
-    decode(&reply)
+    cmd.query(conn).map_err(|e| e.to_string())
 }
 
-/// Turns the script's flat reply into decisions.
-pub fn decode(reply: &[i64]) -> Result<Vec<Decision>, String> {
-    if !reply.len().is_multiple_of(4) {
-        return Err(format!("reply of {} integers is not 4 per limit", reply.len()));
+/// Runs `call` by EVALSHA and decodes its reply as the filter does.
+pub fn evalsha(
+    conn: &mut redis::Connection,
+    sha: &str,
+    call: &ScriptCall,
+    clock: Option<u64>,
+) -> Result<Vec<Vec<Decision>>, String> {
+    let reply = evalsha_raw(conn, sha, call, clock)?;
+    call.decode(&reply).map_err(|e| e.to_string())
+}
+
+/// Key expiry on the simulated clock, for `sim_expiry_script`: a key the
+/// script wrote with a TTL is deleted once the simulated time passes it.
+#[derive(Default)]
+pub struct SimulatedExpiry {
+    /// Per key, the last simulated ms it lives (Redis keeps a key while
+    /// its clock is at most the expiry time).
+    deadlines: std::collections::HashMap<String, u64>,
+}
+
+/// What a wrapped call returned.
+pub struct Wrapped {
+    /// The script's own reply.
+    pub reply: Vec<i64>,
+    /// The keys the call wrote, with the PTTL the script left them.
+    pub written: Vec<(String, i64)>,
+}
+
+impl SimulatedExpiry {
+    /// Deletes the keys whose time is over at `now`.
+    pub fn expire(&mut self, conn: &mut redis::Connection, now: u64) {
+        let over: Vec<String> = self.deadlines.iter().filter(|(_, &d)| now > d).map(|(k, _)| k.clone()).collect();
+        for key in over {
+            let _: i64 = redis::cmd("DEL").arg(&key).query(conn).unwrap();
+            self.deadlines.remove(&key);
+        }
     }
-    reply
-        .chunks(4)
-        .map(|c| Decision::from_wire(c[0], c[1], c[2], c[3]).ok_or_else(|| format!("bad decision {c:?}")))
-        .collect()
+
+    /// Takes the raw reply of the wrapped script for `call` at `now`.
+    /// Panics if the script wrote a key without a TTL.
+    pub fn record(&mut self, call: &ScriptCall, now: u64, raw: Vec<i64>) -> Wrapped {
+        let n = raw.len().checked_sub(call.keys.len() + 1).expect("the wrapper's reply is too short");
+        let (reply, tail) = raw.split_at(n);
+        let slack = u64::try_from(tail[0]).unwrap();
+        let mut written = Vec::new();
+        for (key, &ttl) in call.keys.iter().zip(&tail[1..]) {
+            match ttl {
+                -3 => {}
+                -2 => {
+                    self.deadlines.remove(key);
+                }
+                -1 => panic!("{key} was written without a TTL"),
+                ttl => {
+                    // The script set at least ttl and at most ttl + slack.
+                    self.deadlines.insert(key.clone(), now + u64::try_from(ttl).unwrap() + slack);
+                    if !written.iter().any(|(k, _)| k == key) {
+                        written.push((key.clone(), ttl));
+                    }
+                }
+            }
+        }
+        Wrapped { reply: reply.to_vec(), written }
+    }
 }

@@ -1,23 +1,29 @@
-//! Reference model of the decision script: the same integer math in Rust.
+//! Reference model of the decision script: the same integer math in Rust,
+//! written plainly in i128 where the script keeps pairs and saturations.
 //!
 //! Used to check the Lua against an independent implementation on random
-//! sequences, and by the benchmarks' accuracy simulation. An absent or
-//! expired key in Redis is the model's "no state": if a key's TTL were too
-//! short, the script and the model would disagree.
+//! batches, and by the benchmarks' accuracy simulation. The model never
+//! forgets a state: an absent or expired key in Redis must behave exactly
+//! like the stale state the model keeps (see `stale.rs`), and a key whose
+//! TTL were too short would make the script and the model disagree.
 
 #[cfg(test)]
 mod exactness;
-mod gcra;
 mod sliding_log;
-mod token_bucket;
+#[cfg(test)]
+mod stale;
+mod tat;
 mod windows;
 
-use crate::algorithm::Algorithm;
-use crate::decision::Decision;
+use std::collections::BTreeMap;
 
-pub use gcra::GcraState;
+use crate::algorithm::Algorithm;
+use crate::call::{DecisionCall, Op, TOP};
+use crate::decision::Decision;
+use crate::keys::key_code;
+
 pub use sliding_log::LogState;
-pub use token_bucket::BucketState;
+pub use tat::TatState;
 pub use windows::WindowCounts;
 
 /// One limit's parameters as the script receives them.
@@ -38,12 +44,10 @@ pub struct LimitSpec {
 pub enum LimitState {
     /// sliding_window and fixed_window: counts per window index.
     Windows(WindowCounts),
-    /// token_bucket.
-    Bucket(BucketState),
+    /// token_bucket and gcra: how far the client is ahead of its allowance.
+    Tat(TatState),
     /// sliding_log.
     Log(LogState),
-    /// gcra.
-    Gcra(GcraState),
 }
 
 impl LimitState {
@@ -51,41 +55,95 @@ impl LimitState {
     pub fn empty(algorithm: Algorithm) -> LimitState {
         match algorithm {
             Algorithm::SlidingWindow | Algorithm::FixedWindow => LimitState::Windows(WindowCounts::default()),
-            Algorithm::TokenBucket => LimitState::Bucket(BucketState::default()),
+            Algorithm::TokenBucket | Algorithm::Gcra => LimitState::Tat(TatState::default()),
             Algorithm::SlidingLog => LimitState::Log(LogState::default()),
-            Algorithm::Gcra => LimitState::Gcra(GcraState::default()),
         }
     }
 
-    /// Decides one limit at `now` for `cost`; the second value is the state
-    /// to keep if the whole request is admitted.
-    pub fn check(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, LimitState) {
+    /// Decides one limit at `now` (the clock its algorithm reads), a fixed
+    /// window shifted by `offset_ms`. The second value is the state to keep
+    /// if the op writes: a use the whole decision admits, or a charge.
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op, offset_ms: u64) -> (Decision, LimitState) {
         match self {
             LimitState::Windows(w) => {
                 let (d, next) = if spec.algorithm == Algorithm::FixedWindow {
-                    w.check_fixed(spec, now, cost)
+                    w.fixed(spec, now, op, offset_ms)
                 } else {
-                    w.check_sliding(spec, now, cost)
+                    w.sliding(spec, now, op)
                 };
                 (d, LimitState::Windows(next))
             }
-            LimitState::Bucket(b) => {
-                let (d, next) = b.check(spec, now, cost);
-                (d, LimitState::Bucket(next))
+            LimitState::Tat(t) => {
+                let (d, next) = t.decide(spec, now, op);
+                (d, LimitState::Tat(next))
             }
             LimitState::Log(l) => {
-                let (d, next) = l.check(spec, now, cost);
+                let (d, next) = l.decide(spec, now, op);
                 (d, LimitState::Log(next))
-            }
-            LimitState::Gcra(g) => {
-                let (d, next) = g.check(spec, now, cost);
-                (d, LimitState::Gcra(next))
             }
         }
     }
+
+    /// A use of `cost` on aligned windows: `decide` with `Op::Use`.
+    pub fn check(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, LimitState) {
+        self.decide(spec, now, Op::Use(cost), 0)
+    }
 }
 
-/// All the limits of one client, decided all-or-nothing like the script.
+/// Where a limit's state lives: its keys' identity, rule, code and window.
+type LimitKey = (String, String, &'static str, u64);
+
+/// Every limit's state, keyed like the script's keys, decided in batches
+/// like the script: in order, each decision seeing those before it.
+#[derive(Clone, Debug, Default)]
+pub struct Model {
+    limits: BTreeMap<LimitKey, LimitState>,
+}
+
+impl Model {
+    /// No state at all.
+    pub fn new() -> Model {
+        Model::default()
+    }
+
+    /// Decides one decision: sliding and fixed windows on `caller_now`, the
+    /// others on `store_now` (Redis TIME). A request-time decision writes
+    /// its uses only if every limit allows; a charge always writes.
+    pub fn decide(&mut self, caller_now: u64, store_now: u64, decision: &DecisionCall<'_>) -> Vec<Decision> {
+        let charge = decision.limits.iter().any(|l| matches!(l.op, Op::Charge(_)));
+        let mut decisions = Vec::with_capacity(decision.limits.len());
+        let mut writes = Vec::with_capacity(decision.limits.len());
+        for l in decision.limits {
+            let key: LimitKey =
+                (decision.identity.to_string(), l.rule.to_string(), key_code(&l.spec, l.offset_ms), l.spec.window_ms);
+            let empty;
+            let state = match self.limits.get(&key) {
+                Some(s) => s,
+                None => {
+                    empty = LimitState::empty(l.spec.algorithm);
+                    &empty
+                }
+            };
+            let now = if l.spec.algorithm.windowed() { caller_now } else { store_now };
+            let (d, next) = state.decide(&l.spec, now, l.op, l.offset_ms.unwrap_or(0));
+            if !matches!(l.op, Op::Check(_)) {
+                writes.push((key, next));
+            }
+            decisions.push(d);
+        }
+        if charge || decisions.iter().all(|d| d.allowed) {
+            self.limits.extend(writes);
+        }
+        decisions
+    }
+
+    /// Decides a batch in order.
+    pub fn decide_all(&mut self, caller_now: u64, store_now: u64, batch: &[DecisionCall<'_>]) -> Vec<Vec<Decision>> {
+        batch.iter().map(|d| self.decide(caller_now, store_now, d)).collect()
+    }
+}
+
+/// All the limits of one client, each used for a cost, all or nothing.
 #[derive(Clone, Debug)]
 pub struct ClientModel {
     limits: Vec<(LimitSpec, LimitState)>,
@@ -118,6 +176,9 @@ impl ClientModel {
     }
 }
 
+/// 2^53 - 1, where the script saturates times and counts.
+pub(crate) const TOP_I: i128 = TOP as i128;
+
 /// floor(a / b) for b > 0.
 pub(crate) fn floor_div(a: i128, b: i128) -> i128 {
     a.div_euclid(b)
@@ -133,7 +194,7 @@ pub(crate) fn to_u64(x: i128) -> u64 {
     u64::try_from(x.max(0)).unwrap_or(u64::MAX)
 }
 
-/// A denied decision.
+/// A denied decision; remaining floored at 0, `None` = never fits.
 pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Decision {
     Decision {
         allowed: false,
@@ -143,7 +204,7 @@ pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Decis
     }
 }
 
-/// An allowed decision.
+/// An allowed decision; remaining floored at 0.
 pub(crate) fn allowed(remaining: i128, reset: i128) -> Decision {
     Decision { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
 }

@@ -1,6 +1,9 @@
-//! sliding_log: the scores of admitted requests, trimmed to (now - window, now].
+//! sliding_log: the scores of admitted requests; an entry counts while it
+//! is in the window (t - window, t], t being now or, if the clock went
+//! back, the newest entry. No debt: a charge is refused by the script.
 
 use super::{allowed, denied, LimitSpec};
+use crate::call::Op;
 use crate::decision::Decision;
 
 /// Admission times in ms, sorted.
@@ -10,28 +13,31 @@ pub struct LogState {
 }
 
 impl LogState {
-    /// Decides at `now` (the store's clock).
-    pub fn check(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, LogState) {
+    /// Decides at `now` (the store's clock); a charge is taken as a use.
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (Decision, LogState) {
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms));
-        let now_i = i128::from(now);
-        let mut kept: Vec<u64> = self.entries.iter().copied().filter(|&s| i128::from(s) > now_i - window).collect();
-        kept.sort_unstable();
-        let trimmed = LogState { entries: kept };
-        let count = trimmed.entries.len() as i128;
-        let newest = trimmed.entries.last().map(|&s| i128::from(s));
-        let cost_i = i128::from(cost);
-        if count + cost_i > limit {
-            let retry = (cost_i <= limit).then(|| {
-                let rank = usize::try_from(count + cost_i - limit - 1).unwrap_or(0);
-                trimmed.entries.get(rank).map_or(0, |&s| i128::from(s) + window - now_i)
+        let newest = self.entries.last().copied();
+        let t = newest.map_or(now, |n| n.max(now));
+        let start = i128::from(t) - window;
+        let in_window: Vec<u64> = self.entries.iter().copied().filter(|&s| i128::from(s) > start).collect();
+        let count = in_window.len() as i128;
+        let amount = i128::from(op.amount());
+        let reset = match newest {
+            Some(n) if count > 0 => i128::from(n) + window - i128::from(t),
+            _ => 0,
+        };
+        if count + amount > limit {
+            let retry = (amount <= limit).then(|| {
+                let rank = usize::try_from(count + amount - limit - 1).unwrap_or(0);
+                in_window.get(rank).map_or(0, |&s| i128::from(s) + window - i128::from(t))
             });
-            let reset = newest.map_or(0, |n| n + window - now_i);
-            return (denied(limit - count, reset, retry), trimmed);
+            return (denied(limit - count, reset, retry), self.clone());
         }
-        let mut next = trimmed;
-        next.entries.extend(std::iter::repeat_n(now, cost as usize));
-        next.entries.sort_unstable();
-        let newest = newest.map_or(now_i, |n| n.max(now_i));
-        (allowed(limit - count - cost_i, newest + window - now_i), next)
+        if let Op::Check(_) = op {
+            return (allowed(limit - count, reset), self.clone());
+        }
+        let mut next = in_window;
+        next.extend(std::iter::repeat_n(t, usize::try_from(amount).unwrap_or(0)));
+        (allowed(limit - count - amount, window), LogState { entries: next })
     }
 }

@@ -1,100 +1,121 @@
-//! Bad arguments give a Redis error reply and change nothing: every
-//! argument of the batch is checked before any key is touched.
+//! Bad arguments give an error reply naming what is wrong, and no key is
+//! touched: everything is validated before the first key is read, so an
+//! error in the last decision leaves the first decision's keys alone too.
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use ratelimit::call::{DecisionCall, Op, ScriptCall};
 
-use crate::fixture::{spec, Fixture, T0};
+use crate::fixture::{limit, spec, Fixture, T0};
 
-#[test]
-fn bad_specs_amounts_ops_and_offsets_are_refused_with_state_untouched() {
-    let mut f = Fixture::new();
-    let good = spec(Algorithm::TokenBucket, 5, 1000, 5);
-    let sw = spec(Algorithm::SlidingWindow, 5, 1000, 5);
-    f.decide("c1", T0, &[good, sw], 1);
-    let before = f.snapshot();
-    // ARGV: now, S=2, tb spec (2..5), sw spec (6..9), D=1 (10), L=2 (11),
-    // limit 1: spec, op, amount, offset (12..15), limit 2 (16..19).
-    let cases: &[(usize, &str, &str)] = &[
-        (18, "nan", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "inf", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "-inf", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "-1", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "0", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "abc", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "1.5", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (18, "10000000000000", "decision 1 limit 2: amount must be a positive integer (times window below 2^53)"),
-        (17, "x", "decision 1 limit 2: op must be u, k or g"),
-        (16, "3", "decision 1 limit 2: unknown spec"),
-        (16, "0", "decision 1 limit 2: unknown spec"),
-        (19, "5", "decision 1 limit 2: offset must be an integer from 0 to window - 1 (fixed_window only)"),
-        (19, "-1", "decision 1 limit 2: offset must be an integer from 0 to window - 1 (fixed_window only)"),
-        (7, "0", "spec 2: limit must be a positive integer"),
-        (7, "nan", "spec 2: limit must be a positive integer"),
-        (8, "0", "spec 2: window must be a positive integer of ms"),
-        (9, "0", "spec 2: burst must be a positive integer"),
-        (6, "leaky", "spec 2: unknown algorithm"),
-        (7, "10000000000000", "spec 2: limit or burst times window is too large"),
-        (10, "0", "the decision count must be an integer from 1 to 256"),
-        (10, "257", "the decision count must be an integer from 1 to 256"),
-        (1, "65", "the spec count must be an integer from 1 to 64"),
-    ];
-    for &(index, value, message) in cases {
-        let mut call = Fixture::call("c1", T0 + 1, &[good, sw], 1);
-        call.args[index] = value.to_string();
-        let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0 + 1)).unwrap_err();
-        assert!(err.contains(&format!("ratelimit: {message}")), "{index} = {value}: got {err}");
-        assert_eq!(f.snapshot(), before, "{index} = {value} changed state");
-    }
+/// Two decisions: c1 uses a token bucket (spec 1) and a sliding window
+/// (spec 2), c2 the sliding window.
+fn good_call(now: u64) -> ScriptCall {
+    let (tb, sw) = (spec(Algorithm::TokenBucket, 5, 1000, 5), spec(Algorithm::SlidingWindow, 5, 1000, 5));
+    let first = [limit(tb, Op::Use(1)), limit(sw, Op::Use(1))];
+    let second = [limit(sw, Op::Use(1))];
+    ScriptCall::new(
+        "t",
+        now,
+        &[DecisionCall { identity: "c1", limits: &first }, DecisionCall { identity: "c2", limits: &second }],
+    )
 }
 
-fn batch(decisions: &[(&str, Vec<LimitCall<'static>>)], now: u64) -> ScriptCall {
-    let d: Vec<DecisionCall> = decisions.iter().map(|(id, l)| DecisionCall { identity: id, limits: l }).collect();
-    ScriptCall::new("t", now, &d)
+/// Runs `call` on the plain test build and returns Redis's error text;
+/// fails if it succeeded or changed any key.
+fn refused(f: &mut Fixture, call: &ScriptCall, now: u64) -> String {
+    let before = f.snapshot();
+    let sha = f.plain_sha.clone();
+    let err = evalsha(&mut f.conn, &sha, call, Some(now)).expect_err("the call was accepted");
+    assert_eq!(f.snapshot(), before, "a refused call changed state: {err}");
+    err
+}
+
+#[test]
+fn every_bad_argument_is_named_and_changes_nothing() {
+    let mut f = Fixture::new();
+    f.run_call(&good_call(T0), T0).unwrap();
+    assert_eq!(good_call(T0).args.len(), 25, "the layout the indices below assume");
+    // (index in ARGV from 0, value, message)
+    let cases: &[(usize, &str, &str)] = &[
+        (0, "-5", "now must be a non-negative integer"),
+        (0, "1.5", "now must be a non-negative integer"),
+        (0, "nan", "now must be a non-negative integer"),
+        (0, "9007199254740992", "now must be a non-negative integer"),
+        (1, "0", "the spec count must be an integer from 1 to 64"),
+        (1, "65", "the spec count must be an integer from 1 to 64"),
+        (1, "9", "too few arguments"),
+        (6, "leaky", "spec 2: unknown algorithm"),
+        (7, "0", "spec 2: limit must be a positive integer"),
+        (7, "nan", "spec 2: limit must be a positive integer"),
+        (7, "1.5", "spec 2: limit must be a positive integer"),
+        (8, "0", "spec 2: window must be a positive integer of ms"),
+        (9, "inf", "spec 2: burst must be a positive integer"),
+        (7, "10000000000000", "spec 2: limit or burst times window is too large"),
+        (9, "10000000000000", "spec 2: limit or burst times window is too large"),
+        (10, "0", "the decision count must be an integer from 1 to 256"),
+        (10, "257", "the decision count must be an integer from 1 to 256"),
+        (11, "0", "decision 1: the limit count must be an integer from 1 to 64"),
+        (11, "65", "decision 1: the limit count must be an integer from 1 to 64"),
+        (21, "0", "decision 2 limit 1: spec must be an index into the specs"),
+        (21, "3", "decision 2 limit 1: spec must be an index into the specs"),
+        (22, "x", "decision 2 limit 1: op must be u, k or g"),
+        (22, "U", "decision 2 limit 1: op must be u, k or g"),
+        (23, "nan", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "inf", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "-inf", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "-1", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "0", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "abc", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "1.5", "decision 2 limit 1: amount must be a positive integer"),
+        (23, "10000000000000", "decision 2 limit 1: amount times window is too large"),
+        (24, "-1", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1000", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1.5", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "nan", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "5", "decision 2 limit 1: offset applies to fw only"),
+        (15, "5", "decision 1 limit 1: offset applies to fw only"),
+        (17, "g", "decision 1 limit 2: a decision is either u and k or only g"),
+    ];
+    for &(at, value, message) in cases {
+        let mut call = good_call(T0 + 1);
+        call.args[at] = value.to_string();
+        let err = refused(&mut f, &call, T0 + 1);
+        assert!(err.contains(&format!("ratelimit: {message}")), "ARGV[{at}] = {value}: got {err}");
+    }
 }
 
 #[test]
 fn malformed_calls_are_refused() {
     let mut f = Fixture::new();
-    let limit = spec(Algorithm::SlidingWindow, 5, 1000, 5);
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
+    f.run_call(&good_call(T0), T0).unwrap();
+    let mut call = good_call(T0);
     call.keys.pop();
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: expected 2 keys for these limits"), "{err}");
-
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
-    call.args[0] = "-5".into();
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: now must be a non-negative integer"), "{err}");
-
-    let mut call = Fixture::call("c1", T0, &[limit], 1);
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 5 keys for these decisions"));
+    let mut call = good_call(T0);
+    call.args.pop();
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: too few arguments"));
+    let mut call = good_call(T0);
     call.args.push("1".into());
-    let err = evalsha(&mut f.conn, &f.sha, &call, Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: expected 12 arguments for these decisions"), "{err}");
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 25 arguments for these decisions"));
+}
 
+#[test]
+fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
+    let mut f = Fixture::new();
+    f.run_call(&good_call(T0), T0).unwrap();
+    let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
+    let refuse = |f: &mut Fixture, limits: &[ratelimit::call::LimitCall]| {
+        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+    };
+    let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
+    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    let mixed = refuse(&mut f, &[limit(fw, Op::Charge(1)), limit(fw, Op::Check(1))]);
+    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
+    let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
+    assert!(on_log.contains("ratelimit: decision 1 limit 1: g is impossible on sl"), "{on_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
-    let err = evalsha(&mut f.conn, &f.sha, &Fixture::call("c1", T0, &[big], 1), Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: spec 1: sliding_log limit is at most 10000"), "{err}");
-
-    let log = spec(Algorithm::SlidingLog, 10, 1000, 1);
-    let charge = |s| LimitCall { rule: "r", spec: s, op: Op::Charge(3), offset_ms: None };
-    let use_ = |s| LimitCall { rule: "r", spec: s, op: Op::Use(1), offset_ms: None };
-    let err = evalsha(&mut f.conn, &f.sha, &batch(&[("c", vec![charge(log)])], T0), Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: decision 1 limit 1: sliding_log cannot carry a charge"), "{err}");
-    let err =
-        evalsha(&mut f.conn, &f.sha, &batch(&[("c", vec![use_(limit), charge(limit)])], T0), Some(T0)).unwrap_err();
-    assert!(err.contains("ratelimit: decision 1: a charge cannot be mixed with use or check"), "{err}");
-
-    // A bad decision anywhere in a batch: nothing of the batch runs.
-    let err = evalsha(
-        &mut f.conn,
-        &f.sha,
-        &batch(&[("a", vec![use_(limit)]), ("b", vec![use_(limit)]), ("c", vec![charge(log)])], T0),
-        Some(T0),
-    )
-    .unwrap_err();
-    assert!(err.contains("decision 3 limit 1: sliding_log cannot carry a charge"), "{err}");
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut f.conn).unwrap();
-    assert!(keys.is_empty(), "refused calls wrote {keys:?}");
+    let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
+    assert!(too_big.contains("ratelimit: spec 1: sliding_log limit is at most 10000"), "{too_big}");
 }

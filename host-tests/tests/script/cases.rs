@@ -153,3 +153,28 @@ fn production_script_sha_is_what_redis_computes() {
     let sha = host_tests::script::load(&mut f.conn, ratelimit::script::SCRIPT);
     assert_eq!(sha, ratelimit::script::sha1_hex());
 }
+
+#[test]
+fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
+    // The plain test build: Redis keeps the TTLs the script sets.
+    use ratelimit::call::{DecisionCall, Op};
+    let mut f = Fixture::new();
+    for (i, algorithm) in [SlidingWindow, FixedWindow, TokenBucket, SlidingLog, Gcra].into_iter().enumerate() {
+        let limit = spec(algorithm, 5, 60_000, 3);
+        let op = if algorithm == SlidingLog { Op::Use(2) } else { Op::Charge(20) };
+        let limits = [crate::fixture::limit(limit, Op::Use(1)), crate::fixture::limit(limit, op)];
+        for (j, l) in limits.iter().enumerate() {
+            let identity = format!("c{i}{j}");
+            let call = ratelimit::call::ScriptCall::new(
+                "t",
+                T0,
+                &[DecisionCall { identity: &identity, limits: std::slice::from_ref(l) }],
+            );
+            let sha = f.plain_sha.clone();
+            host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
+            let ttl: i64 = redis::cmd("PTTL").arg(&call.keys[0]).query(&mut f.conn).unwrap();
+            let max = crate::fixture::max_ttl(&limit);
+            assert!(ttl > 0 && ttl <= max, "{}: PTTL {ttl}, max {max}", call.keys[0]);
+        }
+    }
+}

@@ -32,7 +32,7 @@ fn thirty_two_connections_admit_exactly_the_limit() {
                     let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
                     barrier.wait();
                     (0..ATTEMPTS_EACH)
-                        .filter(|_| evalsha(&mut conn, sha1_hex(), &call, None).unwrap()[0].allowed)
+                        .filter(|_| evalsha(&mut conn, sha1_hex(), &call, None).unwrap()[0][0].allowed)
                         .count()
                 })
             })

@@ -1,59 +1,88 @@
-//! One Redis, the test build of the script, and one client's limits.
-
-use std::time::Instant;
+//! One Redis, the test build of the script, and helpers to build calls.
+//!
+//! Decisions go through `sim_expiry_script`: Redis never expires a key in
+//! real time, the fixture deletes it once the SIMULATED clock passes the TTL
+//! the script set. So a test may hold simulated time still for as long as
+//! the machine needs, and keys expire exactly when the model says.
 
 use host_tests::redis_server::RedisServer;
-use host_tests::script::{evalsha, load, test_script};
+use host_tests::script::{evalsha_raw, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
 use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use ratelimit::decision::Decision;
 use ratelimit::model::LimitSpec;
 
-pub const T0: u64 = 1_700_000_000_000; // aligned to every window used here
+/// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
+pub const T0: u64 = 1_700_000_000_000;
 
 pub fn spec(algorithm: Algorithm, limit: u64, window_ms: u64, burst: u64) -> LimitSpec {
     LimitSpec { algorithm, limit, window_ms, burst }
 }
 
+/// A limit of rule "r" doing `op` on aligned windows.
+pub fn limit(spec: LimitSpec, op: Op) -> LimitCall<'static> {
+    LimitCall { rule: "r", spec, op, offset_ms: None }
+}
+
 pub struct Fixture {
     pub redis: RedisServer,
     pub conn: redis::Connection,
+    /// The wrapped test build (simulated expiry).
     pub sha: String,
+    /// The test build as it is: keys expire in real time.
+    pub plain_sha: String,
+    expiry: SimulatedExpiry,
+    /// The keys the last call wrote, with the PTTL the script gave them.
+    pub written: Vec<(String, i64)>,
 }
 
 impl Fixture {
     pub fn new() -> Fixture {
         let redis = RedisServer::start();
         let mut conn = redis.connect();
-        let sha = load(&mut conn, &test_script());
-        Fixture { redis, conn, sha }
+        let sha = load(&mut conn, &sim_expiry_script());
+        let plain_sha = load(&mut conn, &test_script());
+        Fixture { redis, conn, sha, plain_sha, expiry: SimulatedExpiry::default(), written: Vec::new() }
     }
 
-    /// The call for `identity` deciding `limits` (one cost for all) at `now`.
+    /// The call for `identity` using every one of `limits` for `cost` at `now`.
     pub fn call(identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> ScriptCall {
-        let calls: Vec<LimitCall> =
-            limits.iter().map(|s| LimitCall { rule: "r", spec: *s, op: Op::Use(cost), offset_ms: None }).collect();
+        let calls: Vec<LimitCall> = limits.iter().map(|s| limit(*s, Op::Use(cost))).collect();
         ScriptCall::new("t", now, &[DecisionCall { identity, limits: &calls }])
     }
 
-    /// Decides at `now` on both clocks (caller and test store clock).
-    pub fn decide(&mut self, identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> Vec<Decision> {
-        let call = Fixture::call(identity, now, limits, cost);
-        evalsha(&mut self.conn, &self.sha, &call, Some(now)).unwrap()
+    /// Decides a batch at `now` on both clocks (caller and test store
+    /// clock); Redis's error text if it refuses the call.
+    pub fn run(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<Decision>>, String> {
+        let call = ScriptCall::new("t", now, batch);
+        self.run_call(&call, now)
     }
 
-    /// Every key in the database with its PTTL.
-    pub fn keys_with_ttl(&mut self) -> Vec<(String, i64)> {
-        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut self.conn).unwrap();
-        let mut out: Vec<(String, i64)> = keys
-            .into_iter()
-            .map(|k| {
-                let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut self.conn).unwrap();
-                (k, ttl)
-            })
-            .collect();
-        out.sort();
-        out
+    /// Runs a prepared call at `now`.
+    pub fn run_call(&mut self, call: &ScriptCall, now: u64) -> Result<Vec<Vec<Decision>>, String> {
+        self.expiry.expire(&mut self.conn, now);
+        let raw = evalsha_raw(&mut self.conn, &self.sha, call, Some(now))?;
+        let wrapped = self.expiry.record(call, now, raw);
+        self.written = wrapped.written;
+        call.decode(&wrapped.reply).map_err(|e| e.to_string())
+    }
+
+    /// One decision: `identity` uses every one of `limits` for `cost` at `now`.
+    pub fn decide(&mut self, identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> Vec<Decision> {
+        let call = Fixture::call(identity, now, limits, cost);
+        self.run_call(&call, now).unwrap().remove(0)
+    }
+
+    /// One decision of `limits` for `identity` at `now`.
+    pub fn one(&mut self, identity: &str, now: u64, limits: &[LimitCall]) -> Vec<Decision> {
+        self.run(now, &[DecisionCall { identity, limits }]).unwrap().remove(0)
+    }
+
+    /// Every key's serialized value at `now`, once the keys whose TTL is
+    /// over are gone: to prove a call at `now` changed nothing.
+    pub fn snapshot_at(&mut self, now: u64) -> Vec<(String, Vec<u8>)> {
+        self.expiry.expire(&mut self.conn, now);
+        self.snapshot()
     }
 
     /// Every key's serialized value, to prove a call changed nothing.
@@ -71,22 +100,22 @@ impl Fixture {
     }
 }
 
-/// A test clock that jumps forward at will but never runs slower than real
-/// time, so a key Redis expired (in real time) is one the script's clock
-/// also considers expired.
-pub struct TestClock {
-    start: Instant,
-    now: u64,
+/// A decision as a table row: (allowed, remaining, reset_ms, retry_after_ms; -1 = never).
+pub type Row = (bool, u64, u64, i64);
+
+/// `d` as a table row.
+pub fn row(d: &Decision) -> Row {
+    (d.allowed, d.remaining, d.reset_ms, d.retry_after_ms.map_or(-1, |r| r as i64))
 }
 
-impl TestClock {
-    pub fn new() -> TestClock {
-        TestClock { start: Instant::now(), now: T0 }
-    }
-
-    pub fn advance(&mut self, ms: u64) -> u64 {
-        let real = T0 + self.start.elapsed().as_millis() as u64 + 1;
-        self.now = (self.now + ms).max(real);
-        self.now
-    }
+/// The longest TTL a key of `spec` may need: until the limit is fully
+/// available again, debt included (see the bounds in `lua/driver.lua`).
+pub fn max_ttl(spec: &LimitSpec) -> i64 {
+    let (limit, window, burst) = (spec.limit as i128, spec.window_ms as i128, spec.burst as i128);
+    let longest = match spec.algorithm {
+        Algorithm::SlidingWindow => 2 * window,
+        Algorithm::FixedWindow | Algorithm::SlidingLog => window,
+        Algorithm::TokenBucket | Algorithm::Gcra => (2 * burst * window + limit - 1) / limit,
+    };
+    longest.min(ratelimit::call::TOP as i128) as i64
 }

@@ -5,8 +5,13 @@
 
 mod all_or_nothing;
 mod bad_arguments;
+mod batches;
 mod cases;
 mod cluster;
+mod compat;
 mod concurrency;
+mod extremes;
 mod fixture;
+mod offsets;
+mod ops;
 mod properties;

@@ -1,0 +1,137 @@
+use super::*;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
+const DAY: LimitSpec =
+    LimitSpec { algorithm: Algorithm::FixedWindow, limit: 10_000, window_ms: 86_400_000, burst: 10_000 };
+const BUCKET: LimitSpec = LimitSpec { algorithm: Algorithm::TokenBucket, limit: 3, window_ms: 1000, burst: 5 };
+
+fn limit(spec: LimitSpec, op: Op) -> LimitCall<'static> {
+    LimitCall { rule: "api", spec, op, offset_ms: None }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn one_decision_of_two_limits_makes_one_call_with_all_their_keys() {
+    let limits = [limit(MINUTE, Op::Use(1)), limit(DAY, Op::Use(1))];
+    let call = ScriptCall::new("rl", 90_000, &[DecisionCall { identity: "ip=1.2.3.4", limits: &limits }]);
+    assert_eq!(
+        call.keys,
+        ["rl:{ip=1.2.3.4}:api:sw:60000:1", "rl:{ip=1.2.3.4}:api:sw:60000:0", "rl:{ip=1.2.3.4}:api:fw:86400000:0"]
+    );
+    assert_eq!(
+        call.args,
+        [
+            "90000", "2", "sw", "100", "60000", "100", "fw", "10000", "86400000", "10000", // now, the specs
+            "1", "2", "1", "u", "1", "0", "2", "u", "1", "0", // one decision of two limits
+        ]
+    );
+    assert_eq!(call.decisions(), 1);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_batch_shares_equal_specs_and_keeps_each_decision_in_order() {
+    let a = [limit(MINUTE, Op::Check(5)), limit(BUCKET, Op::Use(2))];
+    let b = [limit(BUCKET, Op::Charge(7))];
+    let call = ScriptCall::new(
+        "rl",
+        60_000,
+        &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
+    );
+    assert_eq!(
+        call.keys,
+        ["rl:{a}:api:sw:60000:1", "rl:{a}:api:sw:60000:0", "rl:{a}:api:tb:1000", "rl:{b}:api:tb:1000"]
+    );
+    assert_eq!(
+        call.args,
+        [
+            "60000", "2", "sw", "100", "60000", "100", "tb", "3", "1000", "5", // two specs, the bucket once
+            "2", // two decisions
+            "2", "1", "k", "5", "0", "2", "u", "2", "0", // a: check the minute, use the bucket
+            "1", "2", "g", "7", "0", // b: charge the bucket
+        ]
+    );
+    assert_eq!(call.decisions(), 2);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_shifted_fixed_window_has_its_own_key_and_sends_its_offset() {
+    let limits = [LimitCall { rule: "api", spec: DAY, op: Op::Use(1), offset_ms: Some(3_600_000) }];
+    // 82_800_000 + 3_600_000 = one day: the shifted window 1 has begun.
+    let call = ScriptCall::new("rl", 82_800_000, &[DecisionCall { identity: "k", limits: &limits }]);
+    assert_eq!(call.keys, ["rl:{k}:api:fo:86400000:1"]);
+    assert_eq!(call.args[2..6], ["fw", "10000", "86400000", "10000"]);
+    assert_eq!(call.args[6..], ["1", "1", "1", "u", "1", "3600000"]);
+}
+
+fn two_decisions() -> ScriptCall {
+    let a = [limit(MINUTE, Op::Use(1)), limit(DAY, Op::Use(1))];
+    let b = [limit(BUCKET, Op::Use(9))];
+    ScriptCall::new("rl", 0, &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }])
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_reply_splits_into_one_vec_per_decision() {
+    let reply = [1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000, 0, 5, 0, -1];
+    let got = two_decisions().decode(&reply).unwrap();
+    let d = |allowed, remaining, reset_ms, retry: Option<u64>| Decision {
+        allowed,
+        remaining,
+        reset_ms,
+        retry_after_ms: retry,
+    };
+    assert_eq!(
+        got,
+        [vec![d(true, 99, 120_000, Some(0)), d(false, 0, 86_400_000, Some(86_400_000))], vec![d(false, 5, 0, None)],]
+    );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn replies_of_the_wrong_length_or_with_impossible_values_are_malformed() {
+    let call = two_decisions();
+    let ok: [i64; 12] = [1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000, 0, 5, 0, -1];
+    let wrong_length = StoreError::Malformed("wrong number of values for the limits asked");
+    assert_eq!(call.decode(&ok[..8]), Err(wrong_length.clone()));
+    assert_eq!(call.decode(&[ok.as_slice(), &[0; 4]].concat()), Err(wrong_length));
+    let impossible = StoreError::Malformed("impossible decision values");
+    // (index, value): each makes the reply impossible for its limit.
+    let cases = [
+        (1, 101),        // sliding_window: more remaining than its limit
+        (2, 120_001),    // sliding_window: reset beyond two windows
+        (3, 5),          // allowed with a retry
+        (7, 0),          // denied without a retry
+        (7, -1),         // -1 for a cost that fits
+        (7, 86_400_001), // fixed_window: retry beyond one window
+        (9, 6),          // token_bucket: more remaining than its burst
+        (10, 3335),      // token_bucket: reset beyond ceil(2 x 5 x 1000 / 3) = 3334
+        (11, 0),         // the cost of 9 never fits a burst of 5: retry must be -1
+        (8, 1),          // ... and it is never allowed
+    ];
+    for (at, value) in cases {
+        let mut reply = ok;
+        reply[at] = value;
+        assert_eq!(call.decode(&reply), Err(impossible.clone()), "value {value} at {at}");
+    }
+    let mut longest = ok;
+    longest[10] = 3334;
+    assert!(call.decode(&longest).is_ok(), "the bound itself is possible");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn bounds_follow_the_debt_caps_and_stop_at_two_to_the_53() {
+    let b = |algorithm, limit, window_ms, burst| {
+        Bounds::of(&LimitSpec { algorithm, limit, window_ms, burst }, Op::Charge(1))
+    };
+    assert_eq!(b(Algorithm::SlidingWindow, 10, 1000, 10).longest_ms, 2000);
+    assert_eq!(b(Algorithm::FixedWindow, 10, 1000, 10).longest_ms, 1000);
+    assert_eq!(b(Algorithm::SlidingLog, 10, 1000, 10).longest_ms, 1000);
+    assert_eq!(b(Algorithm::Gcra, 3, 1000, 2).longest_ms, 1334);
+    assert_eq!(b(Algorithm::Gcra, 3, 1000, 2).capacity, 2);
+    assert_eq!(b(Algorithm::SlidingWindow, 1, TOP, 1).longest_ms, TOP);
+    assert_eq!(b(Algorithm::TokenBucket, 1, 1, TOP).longest_ms, TOP);
+}

@@ -1,0 +1,142 @@
+//! Hand-derived tables of checks (`k`) and charges (`g`) per algorithm,
+//! with debts: a charge past the limit admits nothing until it is repaid,
+//! and retry_after is exact (1 ms earlier refused, at it admitted). A check
+//! never writes; a charge always does.
+
+use ratelimit::algorithm::Algorithm::*;
+use ratelimit::call::Op::{self, Charge as G, Check as K, Use as U};
+use ratelimit::model::LimitSpec;
+
+use crate::fixture::{limit, row, spec, Fixture, Row, T0};
+
+/// (ms after T0, op, (allowed, remaining, reset_ms, retry_after_ms; -1 = never))
+type Step = (u64, Op, Row);
+
+fn run(spec: LimitSpec, steps: &[Step]) {
+    let mut f = Fixture::new();
+    for (i, &(t, op, want)) in steps.iter().enumerate() {
+        let before = f.snapshot_at(T0 + t);
+        let got = f.one("c", T0 + t, &[limit(spec, op)]);
+        assert_eq!(row(&got[0]), want, "{} step {} (t={t}, {op:?})", spec.algorithm.name(), i + 1);
+        if let K(_) = op {
+            assert_eq!(f.snapshot(), before, "{} step {}: a check wrote", spec.algorithm.name(), i + 1);
+            assert!(f.written.is_empty(), "{} step {}: a check set a TTL", spec.algorithm.name(), i + 1);
+        }
+        if let G(_) = op {
+            assert_eq!(f.written.len(), 1, "{} step {}: a charge always writes", spec.algorithm.name(), i + 1);
+        }
+    }
+}
+
+#[test]
+fn sliding_window_checks_charges_and_debt() {
+    run(
+        spec(SlidingWindow, 5, 1000, 5),
+        &[
+            (0, K(5), (true, 5, 0, 0)),   // the whole limit remains; nothing to reset
+            (0, K(6), (false, 5, 0, -1)), // a reserve above the limit never fits
+            (0, G(3), (true, 2, 2000, 0)),
+            // 7 > 5: a debt. Next window 7 x (1 - f) + 1 <= 5 from f = 429/1000.
+            (100, G(4), (false, 0, 1900, 1329)),
+            (1428, K(1), (false, 0, 572, 1)), // 7 x 0.572 + 1 > 5: one ms early
+            (1429, K(1), (true, 1, 571, 0)),  // 7 x 0.571 = 3.997: room for 1
+            (1429, U(1), (true, 0, 1571, 0)),
+            (1429, U(1), (false, 0, 1571, 143)), // 7 x (1 - f) + 2 <= 5 from f = 572/1000
+            (3000, K(5), (true, 5, 0, 0)),       // two windows later the debt is gone
+            // A debt of 200 limits: the next window is refused until f = 996/1000.
+            (3000, G(1000), (false, 0, 2000, 1996)),
+            (4995, K(1), (false, 0, 5, 1)),
+            (4996, K(1), (true, 1, 4, 0)),
+        ],
+    );
+}
+
+#[test]
+fn fixed_window_checks_charges_and_debt() {
+    run(
+        spec(FixedWindow, 5, 1000, 5),
+        &[
+            (0, K(5), (true, 5, 1000, 0)),
+            (0, K(6), (false, 5, 1000, -1)),
+            (100, U(2), (true, 3, 900, 0)),
+            (200, G(10), (false, 0, 800, 800)), // 12 of 5: nothing until the window ends
+            (999, K(1), (false, 0, 1, 1)),
+            (999, U(1), (false, 0, 1, 1)),
+            (1000, K(5), (true, 5, 1000, 0)), // the debt ends with its window
+            (1000, G(4), (true, 1, 1000, 0)), // one unit still remains
+            (1000, G(1), (false, 0, 1000, 1000)),
+        ],
+    );
+}
+
+#[test]
+fn token_bucket_checks_charges_and_debt_capped_at_one_bucket() {
+    // 5 per second (a token every 200 ms), capacity 5.
+    run(
+        spec(TokenBucket, 5, 1000, 5),
+        &[
+            (0, K(5), (true, 5, 0, 0)),
+            (0, K(6), (false, 5, 0, -1)),
+            (0, G(3), (true, 2, 600, 0)),
+            // 13 charged of 5 tokens: the debt stops at -5 (2 s to refill,
+            // 1.2 s until one token is back), not -8.
+            (0, G(10), (false, 0, 2000, 1200)),
+            (1199, K(1), (false, 0, 801, 1)),
+            (1200, U(1), (true, 0, 1000, 0)),
+            (1200, U(1), (false, 0, 1000, 200)),
+            (2200, K(5), (true, 5, 0, 0)),
+        ],
+    );
+}
+
+#[test]
+fn gcra_checks_charges_and_debt_capped_at_one_tolerance_past_it() {
+    // 5 per second (one per 200 ms), 2 back to back.
+    run(
+        spec(Gcra, 5, 1000, 2),
+        &[
+            (0, K(2), (true, 2, 0, 0)),
+            (0, K(3), (false, 2, 0, -1)),
+            // 5 charged, 2 tolerated: the TAT stops 800 ms ahead, not 1000.
+            (0, G(5), (false, 0, 800, 600)),
+            (599, K(1), (false, 0, 201, 1)),
+            (600, U(1), (true, 0, 400, 0)),
+            (600, G(1), (false, 0, 600, 400)),
+            (1000, U(1), (true, 0, 400, 0)),
+        ],
+    );
+}
+
+#[test]
+fn gcra_counts_in_thirds_of_a_millisecond() {
+    // 3 per second: one every 333.33 ms (1000 units of 1/3 ms), 2 back to back.
+    run(
+        spec(Gcra, 3, 1000, 2),
+        &[
+            (0, U(1), (true, 1, 334, 0)),
+            (0, U(1), (true, 0, 667, 0)),
+            (0, U(1), (false, 0, 667, 334)),
+            (333, K(1), (false, 0, 334, 1)), // 1001 units ahead: one unit too many
+            (334, U(1), (true, 0, 666, 0)),
+            (334, G(1), (false, 0, 1000, 666)),
+            (1000, K(1), (true, 1, 334, 0)),
+        ],
+    );
+}
+
+#[test]
+fn sliding_log_checks() {
+    run(
+        spec(SlidingLog, 5, 1000, 5),
+        &[
+            (0, K(5), (true, 5, 0, 0)),
+            (0, K(6), (false, 5, 0, -1)),
+            (0, U(2), (true, 3, 1000, 0)),
+            (100, U(3), (true, 0, 1000, 0)),
+            (200, K(1), (false, 0, 900, 800)), // the oldest entry (0) leaves at 1000
+            (200, K(3), (false, 0, 900, 900)), // the third oldest (100) at 1100
+            (1000, K(2), (true, 2, 100, 0)),
+            (1000, K(3), (false, 2, 100, 100)),
+        ],
+    );
+}

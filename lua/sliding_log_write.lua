@@ -1,0 +1,24 @@
+-- sliding_log's queued write: drop what left the window, log `amount`
+-- entries at t (members "<t>:<n>", n counting the entries already at t, so
+-- they are unique within one ms), in ZADDs of at most ZADD_CHUNK members
+-- (a cost of 10000 would overflow unpack), then expire with the newest.
+-- (A fragment of the driver's write loop: key, wv = amount, wt = window, wz = t.)
+local t, amount = wz[w], wv[w]
+local at = fmt('%d', t)
+call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', t - wt[w]))
+local seq = call('ZCOUNT', key, at, at)
+local done = 0
+while done < amount do
+  local last = done + ZADD_CHUNK
+  if last > amount then
+    last = amount
+  end
+  local args, m = {}, 0
+  for i = done, last - 1 do
+    args[m + 1], args[m + 2] = at, fmt('%d:%d', t, seq + i)
+    m = m + 2
+  end
+  call('ZADD', key, unpack(args))
+  done = last
+end
+call('PEXPIRE', key, fmt('%d', wt[w]))

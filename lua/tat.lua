@@ -1,0 +1,87 @@
+-- token_bucket and gcra: one algorithm. A bucket of capacity burst refilled
+-- at limit per window is a GCRA whose tolerance is burst emission intervals:
+-- both keep how far the client is AHEAD of its allowance (tokens missing
+-- from a full bucket; the TAT's distance past now), in units of 1/limit ms,
+-- so one unit of amount weighs exactly `window` units. Amount a fits while
+-- ahead + a x window <= burst x window (the tolerance).
+-- ahead is a pair (q ms, r units < limit): with a debt it may reach
+-- 2 x tolerance, past 2^53, and the pair keeps it exact.
+-- State: "<ms written>:<q>:<r>"; absent, or q elapsed since = a full bucket.
+-- (A fragment of the driver's loop.)
+local key = keys[k]
+local burst, tol_q, tol_r, cap_q, cap_r = bur[s], p1[s], p2[s], p3[s], p4[s]
+local q, r = 0, 0
+local state = call('GET', key)
+if state then
+  local at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
+  if at then
+    local elapsed = store_now - tonumber(at)
+    if elapsed < 0 then
+      elapsed = 0 -- the clock went back: no refill, and never more debt
+    end
+    q = tonumber(sq) - elapsed
+    if q < 0 then
+      q = 0
+    else
+      r = tonumber(sr)
+      if r >= limit then
+        -- written under a smaller limit
+        local c = floor(r / limit)
+        q, r = q + c, r - c * limit
+      end
+      if q > cap_q or (q == cap_q and r > cap_r) then
+        q, r = cap_q, cap_r
+      end
+    end
+  end
+end
+if op == 'g' then
+  local x = amount * window
+  local xq = floor(x / limit)
+  x = x - xq * limit
+  if r >= limit - x then
+    xq, r = xq + 1, r - (limit - x)
+  else
+    r = r + x
+  end
+  if q > cap_q - xq or (q == cap_q - xq and r > cap_r) then
+    q, r = cap_q, cap_r
+  else
+    q = q + xq
+  end
+  nw = nw + 1
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+  amount = 1 -- then reported as a check of one unit
+end
+-- The room for amount: tolerance - amount x window, as a pair.
+local x = amount * window
+local xq = floor(x / limit)
+x = x - xq * limit
+local sq, sr = tol_q - xq, tol_r - x
+if sr < 0 then
+  sq, sr = sq - 1, sr + limit
+end
+if amount <= burst and (q < sq or (q == sq and r <= sr)) then
+  allowed, retry = true, 0
+  if op == 'u' then
+    if r >= limit - x then
+      q, r = q + xq + 1, r - (limit - x)
+    else
+      q, r = q + xq, r + x
+    end
+    nw = nw + 1
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+  end
+else
+  allowed = false
+  if amount > burst then
+    retry = -1
+  else
+    retry = q - sq + (r > sr and 1 or 0)
+  end
+end
+remaining = 0
+if q < tol_q or (q == tol_q and r <= tol_r) then
+  remaining = floor(((tol_q - q) * limit + tol_r - r) / window)
+end
+reset = q + (r > 0 and 1 or 0)
