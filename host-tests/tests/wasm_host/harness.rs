@@ -80,8 +80,12 @@ fn the_webdis_call_is_what_webdis_expects() {
     let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
     assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
     let args = call.request.args();
-    assert_eq!(
-        args[1..],
-        ["1", "t:{192.0.2.7}:api:fw:3600000:472222", "1700000000000", "1", "fw", "5", "3600000", "5", "1"]
-    );
+    let expected = [
+        &["1", "t:{192.0.2.7}:api:fw:3600000:472222"][..], // one key
+        &["1700000000000"],                                // now
+        &["1", "fw", "5", "3600000", "5"],                 // one spec
+        &["1", "1", "1", "u", "1", "0"],                   // one decision: one limit, spec 1, use 1, no offset
+    ]
+    .concat();
+    assert_eq!(args[1..], expected);
 }
