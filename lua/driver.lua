@@ -24,8 +24,9 @@
 -- Debt caps (so every reply is bounded): a token bucket's tokens never go
 -- below -capacity and a GCRA's TAT never more than one tolerance past the
 -- tolerance (both: at most 2 x burst x window units ahead), and never more
--- than 2^53 - 1 ms from full. Window counts saturate at 2^53 - 1, where they
--- already deny through their two windows. Bounds: sw reset and retry
+-- than 2^53 - 1 ms from full. Window counts need no cap (a count stops
+-- mattering after two windows); they only saturate at 2^53 - 1, where they
+-- already deny through both. Bounds: sw reset and retry
 -- <= 2 x window; fw and sl <= window; tb and gc <= ceil(2 x burst x window /
 -- limit); remaining <= limit (burst for tb and gc); all <= 2^53 - 1.
 
