@@ -2,46 +2,25 @@
 //! everything, on threads of the test process.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::test_server::TestServer;
 
 /// A running backend; stops accepting when dropped.
-pub struct Backend {
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    /// Requests served.
-    pub served: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+pub struct Backend(TestServer);
+
+impl std::ops::Deref for Backend {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
 }
 
 impl Backend {
     /// Starts listening on a free loopback port.
     pub fn start() -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let served = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, st) = (served.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::Relaxed) {
-                    break;
-                }
-                if let Ok(conn) = conn {
-                    let s = s.clone();
-                    std::thread::spawn(move || serve(conn, &s));
-                }
-            }
-        });
-        Backend { port, served, stop }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wake the accept loop
+        Backend(TestServer::start(serve))
     }
 }
 

@@ -4,12 +4,12 @@
 //! policy), for decisions and for the INFO poll alike.
 
 use std::io::{BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::backend::read_request;
+use crate::test_server::TestServer;
 
 /// How every answer breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,42 +22,20 @@ pub enum Misbehavior {
     Huge,
 }
 
-/// A running fake; stops accepting when dropped.
-pub struct FakeStore {
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    /// Requests answered (or begun).
-    pub served: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-}
+/// A running fake store; stops accepting when dropped.
+pub struct FakeStore(TestServer);
 
-impl FakeStore {
-    /// Starts listening on a free loopback port.
-    pub fn start(how: Misbehavior) -> FakeStore {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let served = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, st) = (served.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::Relaxed) {
-                    break;
-                }
-                if let Ok(conn) = conn {
-                    let s = s.clone();
-                    std::thread::spawn(move || serve(conn, how, &s));
-                }
-            }
-        });
-        FakeStore { port, served, stop }
+impl std::ops::Deref for FakeStore {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
     }
 }
 
-impl Drop for FakeStore {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+impl FakeStore {
+    /// Starts listening on a free loopback port, misbehaving `how`.
+    pub fn start(how: Misbehavior) -> FakeStore {
+        FakeStore(TestServer::start(move |conn, served: &AtomicU64| serve(conn, how, served)))
     }
 }
 

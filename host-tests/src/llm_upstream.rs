@@ -13,47 +13,26 @@
 //! - `x-reset-after: <events>` close the connection after that many events.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::test_server::TestServer;
 use std::time::Duration;
 
 /// A running upstream; stops accepting when dropped.
-pub struct LlmUpstream {
-    /// Its port on 127.0.0.1.
-    pub port: u16,
-    /// Requests served.
-    pub served: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
+pub struct LlmUpstream(TestServer);
+
+impl std::ops::Deref for LlmUpstream {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
 }
 
 impl LlmUpstream {
     /// Starts listening on a free loopback port.
     pub fn start() -> LlmUpstream {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let served = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s, st) = (served.clone(), stop.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if st.load(Ordering::Relaxed) {
-                    break;
-                }
-                if let Ok(conn) = conn {
-                    let s = s.clone();
-                    std::thread::spawn(move || serve(conn, &s));
-                }
-            }
-        });
-        LlmUpstream { port, served, stop }
-    }
-}
-
-impl Drop for LlmUpstream {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        LlmUpstream(TestServer::start(serve))
     }
 }
 
