@@ -15,9 +15,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use crate::test_server::TestServer;
-use std::time::Duration;
 
 /// A running upstream; stops accepting when dropped.
 pub struct LlmUpstream(TestServer);
