@@ -10,8 +10,11 @@
 //! bounded: the queue by `MAX_QUEUED`, the calls by `max_in_flight` (and
 //! swept when the host never answers), the streams by `MAX_STREAMS`.
 
+mod calls;
+mod charges;
 mod error_log;
 mod host;
+mod response;
 mod stats;
 mod usage_watch;
 
@@ -24,22 +27,16 @@ pub use error_log::ErrorLog;
 pub use host::Host;
 pub use usage_watch::{ResponseSource, MAX_USAGE_BODY};
 
-use crate::breaker::{self, Health};
-use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
-use crate::config::{Config, Transport};
+use crate::call::ScriptCall;
+use crate::config::Config;
 use crate::decision::Decision;
-use crate::deny_cache::{DenyCache, DenyEntry};
-use crate::fallback::{self, FallbackLimit};
-use crate::fingerprint::entry_fingerprint;
-use crate::metrics::Event;
 use crate::pipeline::{begin, Charge, Env, Outcome, Pending, Start};
 use crate::response::Headers;
-use crate::store::batcher::{Batchable, Batcher, Fill};
-use crate::store::flow::{self, Message, Stage, Step};
-use crate::store::transport::{self, Answer};
-use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
+use crate::store::batcher::{Batchable, Batcher};
+use crate::store::flow::Stage;
+use crate::store::transport;
 use crate::store::StoreError;
-use usage_watch::{amount, Reported, UsageWatch};
+use usage_watch::{Reported, UsageWatch};
 
 /// Decisions waiting for a call, per worker, at most.
 pub const MAX_QUEUED: usize = 4096;
@@ -222,45 +219,6 @@ impl Worker {
         }
     }
 
-    /// The limits of `owner`'s decision (rule, limit, op, offset), its
-    /// identity and slot; `None` when its stream or charge is gone.
-    fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, u16)> {
-        let call = |rule: usize, limit: usize, op: Op, offset_ms: Option<u64>| {
-            let r = self.config.rules.get(rule)?;
-            Some(LimitCall { rule: &r.name, spec: r.limits.get(limit)?.spec, op, offset_ms })
-        };
-        match owner {
-            Owner::Stream { stream, decision } => {
-                let d = self.streams.get(&stream)?.pending.as_ref()?.decisions.get(decision)?;
-                let limits = d.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
-                Some((limits, &d.identity, d.slot))
-            }
-            Owner::Charge(id) => {
-                let c = self.charges.get(&id)?;
-                let limits = c
-                    .charge
-                    .limits
-                    .iter()
-                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, Op::Charge(c.amount), offset))
-                    .collect();
-                Some((limits, &c.charge.identity, c.charge.slot))
-            }
-        }
-    }
-
-    /// The queue entry for a decision whose owner is alive, queued at `now`.
-    fn queued(&self, owner: Owner, now: u64) -> Option<Queued> {
-        let (limits, identity, slot) = self.decision_of(owner)?;
-        let size = match self.config.store.transport {
-            Transport::Webdis => {
-                let specs: Vec<(&str, _)> = limits.iter().map(|l| (l.rule, l.spec)).collect();
-                webdis::decision_size(&self.config.domain, identity, &specs)
-            }
-            Transport::Redis => 0,
-        };
-        Some(Queued { owner, slot, size, since_ms: now })
-    }
-
     /// Carries out an outcome known inside the request callback.
     fn apply_now<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) -> Action {
         match outcome {
@@ -280,159 +238,6 @@ impl Worker {
                 self.streams.remove(&stream);
                 host.reply(stream, &r);
                 Action::Pause
-            }
-        }
-    }
-
-    /// How one call is filled.
-    fn fill(&self) -> Fill {
-        Fill {
-            max_decisions: self.config.store.batching.max_decisions.get() as usize,
-            one_slot: self.config.store.redis_cluster,
-            max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
-        }
-    }
-
-    /// Sends calls while fewer than the configured number are in flight
-    /// and decisions wait.
-    fn pump<H: Host>(&mut self, host: &H) {
-        let fill = self.fill();
-        while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
-            self.send_next(host, fill);
-        }
-    }
-
-    /// Sends the next call from the queue.
-    fn send_next<H: Host>(&mut self, host: &H, fill: Fill) {
-        let batch: Vec<Queued> = self.queue.take(fill);
-        if let Some(flight) = self.flight(&batch, host.now_ms()) {
-            self.send(host, flight, Message::Evalsha, false);
-        }
-    }
-
-    /// How long a decision may wait for a call slot before it goes in a
-    /// call of its own anyway: half the store timeout, so that a store that
-    /// stalls every call in flight holds a queued decision for at most
-    /// about one and a half timeouts, not two.
-    fn max_wait_ms(&self) -> u64 {
-        (self.config.store.timeout.ms() / 2).max(MIN_TICK_MS)
-    }
-
-    /// The timer period the worker needs: short while decisions wait (to
-    /// release them after `max_wait_ms`), the INFO interval otherwise.
-    pub fn tick_period_ms(&self) -> u64 {
-        if self.queue.is_empty() {
-            self.config.store.stats_interval.ms()
-        } else {
-            self.max_wait_ms().min(self.config.store.stats_interval.ms())
-        }
-    }
-
-    /// The call carrying `batch` at `now` (decisions whose stream or
-    /// charge is gone are left out).
-    fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
-        let mut owners = Vec::with_capacity(batch.len());
-        let mut slots: Vec<u16> = Vec::new();
-        let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
-        for q in batch {
-            let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
-            owners.push(q.owner);
-            if !slots.contains(&slot) {
-                slots.push(slot);
-            }
-            parts.push((limits, identity));
-        }
-        if owners.is_empty() {
-            return None;
-        }
-        let decisions: Vec<DecisionCall<'_>> =
-            parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new(&self.config.domain, now, &decisions);
-        Some(Flight { owners, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
-    }
-
-    /// Sends `message` for `flight`; a call that cannot start fails its
-    /// decisions at once.
-    fn send<H: Host>(&mut self, host: &H, mut flight: Flight, message: Message, reinit: bool) {
-        let wire = transport::encode(self.config.store.transport, message, &flight.call);
-        let sent = match wire {
-            Some(wire) => host.send(&wire, reinit),
-            None => Err(StoreError::Dispatch),
-        };
-        host.store_call(flight.owners.len());
-        match sent {
-            Ok(token) => {
-                flight.sent_ms = host.now_ms();
-                // A token the host reuses while it is in flight: the older call lost its answer.
-                if let Some(old) = self.flights.insert(token, flight) {
-                    self.finish(host, old, Err(StoreError::Unanswered));
-                }
-            }
-            Err(e) => self.finish(host, flight, Err(e)),
-        }
-    }
-
-    /// The store's answer to `token` arrived.
-    pub fn on_answer<H: Host>(&mut self, host: &H, token: u32, answer: Answer) {
-        if self.info.is_some_and(|(t, _)| t == token) {
-            self.info = None;
-            self.on_info(host, transport::decode_info(answer));
-            return;
-        }
-        // An unknown token (answered already, swept, or never ours) is dropped.
-        let Some(mut flight) = self.flights.remove(&token) else { return };
-        let expected = flight.call.reply_len();
-        let reply = transport::decode(flight.stage, answer, expected);
-        match flow::next(self.config.store.transport, flight.stage, reply) {
-            Step::Send { stage, message, reinit } => {
-                flight.stage = stage;
-                self.send(host, flight, message, reinit);
-            }
-            Step::Done(result) => {
-                host.store_latency(host.now_ms().saturating_sub(flight.started_ms));
-                self.finish(host, flight, result);
-            }
-        }
-        self.pump(host);
-    }
-
-    /// How large an answer to `token` may be (decided before reading it).
-    pub fn max_answer_bytes(&self, token: u32) -> usize {
-        if self.info.is_some_and(|(t, _)| t == token) {
-            return transport::max_info_bytes();
-        }
-        self.flights.get(&token).map_or(0, |f| transport::max_answer_bytes(f.call.reply_len()))
-    }
-
-    /// Hands a finished call's result to each of its decisions; the
-    /// breakers count the call once.
-    fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<Vec<i64>, StoreError>) {
-        let now = host.now_ms();
-        let results: Result<Vec<Vec<Decision>>, StoreError> = result.and_then(|ints| flight.call.decode(&ints));
-        let health = Health::of(&results);
-        let breaker = &self.config.store.breaker;
-        match health {
-            Health::StoreDown => {
-                breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health)
-            }
-            _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
-        }
-        let at = flight.sent_ms;
-        match results {
-            Ok(per_decision) => {
-                for (owner, decisions) in flight.owners.into_iter().zip(per_decision) {
-                    self.deliver(host, owner, Ok(decisions), at);
-                }
-            }
-            Err(e) => {
-                if let Some(count) = self.errors.record(now) {
-                    host.warn(&format!(
-                        "ratelimit: {e} ({count} store errors on this worker since the last such line)"
-                    ));
-                }
-                for owner in flight.owners {
-                    self.deliver(host, owner, Err(e.clone()), at);
-                }
             }
         }
     }
@@ -473,137 +278,6 @@ impl Worker {
                 self.streams.remove(&stream);
                 host.reply(stream, &r);
             }
-        }
-    }
-
-    /// Queues a charge of `reported` usage (nothing when it comes to 0).
-    fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
-        let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        let units = amount(&rule.cost, reported);
-        host.count(charge.rule, Event::Charged);
-        if reported == Reported::Missing {
-            host.count(charge.rule, Event::UsageMissing);
-        }
-        if units == 0 || charge.limits.is_empty() {
-            return;
-        }
-        host.count_by(charge.rule, Event::ChargedUnits, units);
-        let id = self.next_charge;
-        self.next_charge = self.next_charge.wrapping_add(1);
-        let now = host.now_ms();
-        let pending = PendingCharge { charge, amount: units };
-        if self.charges.len() >= MAX_CHARGES {
-            self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
-            return;
-        }
-        self.charges.insert(id, pending);
-        let queued = self.queued(Owner::Charge(id), now).map(|q| self.queue.push(q));
-        if let Some(Err(q)) = queued {
-            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
-        }
-        self.pump(host);
-    }
-
-    /// A charge's result: a client now out of budget is remembered in the
-    /// deny cache until the debt is repaid; a charge the store could not
-    /// take spends the proxy's local fallback share (the response is gone:
-    /// nothing can be refused, whatever the rule's failure policy).
-    fn settle_charge<H: Host>(
-        &mut self,
-        host: &H,
-        c: PendingCharge,
-        result: Result<Vec<Decision>, StoreError>,
-        at: u64,
-    ) {
-        let config = &self.config;
-        let Some(rule) = config.rules.get(c.charge.rule) else { return };
-        match result {
-            Ok(decisions) => {
-                if !config.deny_cache.enabled {
-                    return;
-                }
-                let cache = DenyCache::new(host, config.deny_cache.slots);
-                for (&(limit, _), d) in c.charge.limits.iter().zip(&decisions) {
-                    let (Some(l), false, Some(retry)) = (rule.limits.get(limit), d.allowed, d.retry_after_ms) else {
-                        continue;
-                    };
-                    if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until_ms: at.saturating_add(retry),
-                            reset_at_ms: at.saturating_add(d.reset_ms),
-                            remaining: d.remaining,
-                        };
-                        cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
-                    }
-                }
-            }
-            Err(_) => {
-                host.count(c.charge.rule, Event::ChargeFailed);
-                let limits: Vec<FallbackLimit> = c
-                    .charge
-                    .limits
-                    .iter()
-                    .filter_map(|&(limit, _)| rule.limits.get(limit))
-                    .map(|l| FallbackLimit {
-                        fingerprint: entry_fingerprint(l.fingerprint, &c.charge.digest),
-                        share: l.spec.limit / rule.fleet_size.get(),
-                        window_ms: l.spec.window_ms,
-                        cost: c.amount,
-                    })
-                    .collect();
-                fallback::charge(host, config.deny_cache.slots, &limits, host.now_ms());
-            }
-        }
-    }
-
-    /// The response's headers arrived: the rate-limit headers to add.
-    /// Charges whose usage is in a header are made now; those reading the
-    /// body wait for it.
-    pub fn on_response_headers<H: Host, R: ResponseSource + ?Sized>(
-        &mut self,
-        host: &H,
-        stream: u32,
-        response: &R,
-        end_of_stream: bool,
-    ) -> Headers {
-        let Some(state) = self.streams.get_mut(&stream).filter(|s| s.pending.is_none()) else { return Vec::new() };
-        let headers = std::mem::take(&mut state.headers);
-        let mut due = Vec::new();
-        for mut watch in std::mem::take(&mut state.usage) {
-            match watch.on_headers(&self.config, response, end_of_stream) {
-                Some(reported) => due.push((watch.charge, reported)),
-                None => state.usage.push(watch),
-            }
-        }
-        if state.usage.is_empty() {
-            self.streams.remove(&stream);
-        }
-        for (charge, reported) in due {
-            self.submit_charge(host, charge, reported);
-        }
-        headers
-    }
-
-    /// Whether stream `stream`'s response body is being read for usage.
-    pub fn reads_body(&self, stream: u32) -> bool {
-        self.streams.get(&stream).is_some_and(|s| s.usage.iter().any(UsageWatch::reads_body))
-    }
-
-    /// A chunk of the response body passed.
-    pub fn on_response_body<H: Host>(&mut self, host: &H, stream: u32, chunk: &[u8], end_of_stream: bool) {
-        let Some(state) = self.streams.get_mut(&stream) else { return };
-        let mut due = Vec::new();
-        for mut watch in std::mem::take(&mut state.usage) {
-            match watch.on_body(chunk, end_of_stream) {
-                Some(reported) => due.push((watch.charge, reported)),
-                None => state.usage.push(watch),
-            }
-        }
-        if state.usage.is_empty() && state.pending.is_none() && state.headers.is_empty() {
-            self.streams.remove(&stream);
-        }
-        for (charge, reported) in due {
-            self.submit_charge(host, charge, reported);
         }
     }
 

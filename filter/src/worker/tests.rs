@@ -7,7 +7,7 @@ use crate::request::fake::FakeRequest;
 use crate::response::LocalReply;
 use crate::shared::fake::FakeShared;
 use crate::shared::SharedData;
-use crate::store::transport::Wire;
+use crate::store::transport::{Answer, Wire};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const NOW: u64 = 1_700_000_000_000;

@@ -1,0 +1,208 @@
+//! The worker's store calls: filling a call from the queue, sending it,
+//! taking its answer through the call's state machine, and handing each
+//! decision its result (the breakers count a call once).
+
+use super::{Flight, Host, Owner, Queued, Worker, MIN_TICK_MS};
+use crate::breaker::{self, Health};
+use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use crate::config::Transport;
+use crate::decision::Decision;
+use crate::store::batcher::Fill;
+use crate::store::flow::{self, Message, Stage, Step};
+use crate::store::transport::{self, Answer};
+use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
+use crate::store::StoreError;
+
+impl Worker {
+    /// The limits of `owner`'s decision (rule, limit, op, offset), its
+    /// identity and slot; `None` when its stream or charge is gone.
+    pub(super) fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, u16)> {
+        let call = |rule: usize, limit: usize, op: Op, offset_ms: Option<u64>| {
+            let r = self.config.rules.get(rule)?;
+            Some(LimitCall { rule: &r.name, spec: r.limits.get(limit)?.spec, op, offset_ms })
+        };
+        match owner {
+            Owner::Stream { stream, decision } => {
+                let d = self.streams.get(&stream)?.pending.as_ref()?.decisions.get(decision)?;
+                let limits = d.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
+                Some((limits, &d.identity, d.slot))
+            }
+            Owner::Charge(id) => {
+                let c = self.charges.get(&id)?;
+                let limits = c
+                    .charge
+                    .limits
+                    .iter()
+                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, Op::Charge(c.amount), offset))
+                    .collect();
+                Some((limits, &c.charge.identity, c.charge.slot))
+            }
+        }
+    }
+
+    /// The queue entry for a decision whose owner is alive, queued at `now`.
+    pub(super) fn queued(&self, owner: Owner, now: u64) -> Option<Queued> {
+        let (limits, identity, slot) = self.decision_of(owner)?;
+        let size = match self.config.store.transport {
+            Transport::Webdis => {
+                let specs: Vec<(&str, _)> = limits.iter().map(|l| (l.rule, l.spec)).collect();
+                webdis::decision_size(&self.config.domain, identity, &specs)
+            }
+            Transport::Redis => 0,
+        };
+        Some(Queued { owner, slot, size, since_ms: now })
+    }
+
+    /// How one call is filled.
+    pub(super) fn fill(&self) -> Fill {
+        Fill {
+            max_decisions: self.config.store.batching.max_decisions.get() as usize,
+            one_slot: self.config.store.redis_cluster,
+            max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
+        }
+    }
+
+    /// Sends calls while fewer than the configured number are in flight
+    /// and decisions wait.
+    pub(super) fn pump<H: Host>(&mut self, host: &H) {
+        let fill = self.fill();
+        while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
+            self.send_next(host, fill);
+        }
+    }
+
+    /// Sends the next call from the queue.
+    pub(super) fn send_next<H: Host>(&mut self, host: &H, fill: Fill) {
+        let batch: Vec<Queued> = self.queue.take(fill);
+        if let Some(flight) = self.flight(&batch, host.now_ms()) {
+            self.send(host, flight, Message::Evalsha, false);
+        }
+    }
+
+    /// How long a decision may wait for a call slot before it goes in a
+    /// call of its own anyway: half the store timeout, so that a store that
+    /// stalls every call in flight holds a queued decision for at most
+    /// about one and a half timeouts, not two.
+    pub(super) fn max_wait_ms(&self) -> u64 {
+        (self.config.store.timeout.ms() / 2).max(MIN_TICK_MS)
+    }
+
+    /// The timer period the worker needs: short while decisions wait (to
+    /// release them after `max_wait_ms`), the INFO interval otherwise.
+    pub fn tick_period_ms(&self) -> u64 {
+        if self.queue.is_empty() {
+            self.config.store.stats_interval.ms()
+        } else {
+            self.max_wait_ms().min(self.config.store.stats_interval.ms())
+        }
+    }
+
+    /// The call carrying `batch` at `now` (decisions whose stream or
+    /// charge is gone are left out).
+    pub(super) fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
+        let mut owners = Vec::with_capacity(batch.len());
+        let mut slots: Vec<u16> = Vec::new();
+        let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
+        for q in batch {
+            let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
+            owners.push(q.owner);
+            if !slots.contains(&slot) {
+                slots.push(slot);
+            }
+            parts.push((limits, identity));
+        }
+        if owners.is_empty() {
+            return None;
+        }
+        let decisions: Vec<DecisionCall<'_>> =
+            parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
+        let call = ScriptCall::new(&self.config.domain, now, &decisions);
+        Some(Flight { owners, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
+    }
+
+    /// Sends `message` for `flight`; a call that cannot start fails its
+    /// decisions at once.
+    pub(super) fn send<H: Host>(&mut self, host: &H, mut flight: Flight, message: Message, reinit: bool) {
+        let wire = transport::encode(self.config.store.transport, message, &flight.call);
+        let sent = match wire {
+            Some(wire) => host.send(&wire, reinit),
+            None => Err(StoreError::Dispatch),
+        };
+        host.store_call(flight.owners.len());
+        match sent {
+            Ok(token) => {
+                flight.sent_ms = host.now_ms();
+                // A token the host reuses while it is in flight: the older call lost its answer.
+                if let Some(old) = self.flights.insert(token, flight) {
+                    self.finish(host, old, Err(StoreError::Unanswered));
+                }
+            }
+            Err(e) => self.finish(host, flight, Err(e)),
+        }
+    }
+
+    /// The store's answer to `token` arrived.
+    pub fn on_answer<H: Host>(&mut self, host: &H, token: u32, answer: Answer) {
+        if self.info.is_some_and(|(t, _)| t == token) {
+            self.info = None;
+            self.on_info(host, transport::decode_info(answer));
+            return;
+        }
+        // An unknown token (answered already, swept, or never ours) is dropped.
+        let Some(mut flight) = self.flights.remove(&token) else { return };
+        let expected = flight.call.reply_len();
+        let reply = transport::decode(flight.stage, answer, expected);
+        match flow::next(self.config.store.transport, flight.stage, reply) {
+            Step::Send { stage, message, reinit } => {
+                flight.stage = stage;
+                self.send(host, flight, message, reinit);
+            }
+            Step::Done(result) => {
+                host.store_latency(host.now_ms().saturating_sub(flight.started_ms));
+                self.finish(host, flight, result);
+            }
+        }
+        self.pump(host);
+    }
+
+    /// How large an answer to `token` may be (decided before reading it).
+    pub fn max_answer_bytes(&self, token: u32) -> usize {
+        if self.info.is_some_and(|(t, _)| t == token) {
+            return transport::max_info_bytes();
+        }
+        self.flights.get(&token).map_or(0, |f| transport::max_answer_bytes(f.call.reply_len()))
+    }
+
+    /// Hands a finished call's result to each of its decisions; the
+    /// breakers count the call once.
+    pub(super) fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<Vec<i64>, StoreError>) {
+        let now = host.now_ms();
+        let results: Result<Vec<Vec<Decision>>, StoreError> = result.and_then(|ints| flight.call.decode(&ints));
+        let health = Health::of(&results);
+        let breaker = &self.config.store.breaker;
+        match health {
+            Health::StoreDown => {
+                breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health)
+            }
+            _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
+        }
+        let at = flight.sent_ms;
+        match results {
+            Ok(per_decision) => {
+                for (owner, decisions) in flight.owners.into_iter().zip(per_decision) {
+                    self.deliver(host, owner, Ok(decisions), at);
+                }
+            }
+            Err(e) => {
+                if let Some(count) = self.errors.record(now) {
+                    host.warn(&format!(
+                        "ratelimit: {e} ({count} store errors on this worker since the last such line)"
+                    ));
+                }
+                for owner in flight.owners {
+                    self.deliver(host, owner, Err(e.clone()), at);
+                }
+            }
+        }
+    }
+}

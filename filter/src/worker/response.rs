@@ -1,0 +1,59 @@
+//! The response side of a stream: the rate-limit headers to add, and the
+//! usage its charges wait for (a response header, or the body as it passes).
+
+use super::usage_watch::{ResponseSource, UsageWatch};
+use super::{Host, Worker};
+use crate::response::Headers;
+
+impl Worker {
+    /// The response's headers arrived: the rate-limit headers to add.
+    /// Charges whose usage is in a header are made now; those reading the
+    /// body wait for it.
+    pub fn on_response_headers<H: Host, R: ResponseSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        response: &R,
+        end_of_stream: bool,
+    ) -> Headers {
+        let Some(state) = self.streams.get_mut(&stream).filter(|s| s.pending.is_none()) else { return Vec::new() };
+        let headers = std::mem::take(&mut state.headers);
+        let mut due = Vec::new();
+        for mut watch in std::mem::take(&mut state.usage) {
+            match watch.on_headers(&self.config, response, end_of_stream) {
+                Some(reported) => due.push((watch.charge, reported)),
+                None => state.usage.push(watch),
+            }
+        }
+        if state.usage.is_empty() {
+            self.streams.remove(&stream);
+        }
+        for (charge, reported) in due {
+            self.submit_charge(host, charge, reported);
+        }
+        headers
+    }
+
+    /// Whether stream `stream`'s response body is being read for usage.
+    pub fn reads_body(&self, stream: u32) -> bool {
+        self.streams.get(&stream).is_some_and(|s| s.usage.iter().any(UsageWatch::reads_body))
+    }
+
+    /// A chunk of the response body passed.
+    pub fn on_response_body<H: Host>(&mut self, host: &H, stream: u32, chunk: &[u8], end_of_stream: bool) {
+        let Some(state) = self.streams.get_mut(&stream) else { return };
+        let mut due = Vec::new();
+        for mut watch in std::mem::take(&mut state.usage) {
+            match watch.on_body(chunk, end_of_stream) {
+                Some(reported) => due.push((watch.charge, reported)),
+                None => state.usage.push(watch),
+            }
+        }
+        if state.usage.is_empty() && state.pending.is_none() && state.headers.is_empty() {
+            self.streams.remove(&stream);
+        }
+        for (charge, reported) in due {
+            self.submit_charge(host, charge, reported);
+        }
+    }
+}
