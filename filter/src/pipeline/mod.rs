@@ -5,16 +5,15 @@
 
 use crate::breaker::{self, Gate};
 use crate::call::Op;
-use crate::config::{Config, Cost, Counts, FailureMode, KeyPart, Rule};
+use crate::config::{Config, Cost, Counts};
 use crate::decision::Decision;
-use crate::deny_cache::{DenyCache, DenyEntry};
-use crate::fallback::{self, FallbackLimit};
-use crate::fingerprint::{entry_fingerprint, IdentityDigest};
+use crate::deny_cache::DenyCache;
+use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
 use crate::ratelimit_fields::PartitionKey;
-use crate::request::{one_member, OneValue, Request, RequestSource};
+use crate::request::{Request, RequestSource};
 use crate::response::{
     bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
 };
@@ -138,37 +137,6 @@ impl Verdict {
     }
 }
 
-/// The offset of a staggered fixed window for one client: stable, spread
-/// uniformly over the window by the identity's digest.
-fn window_offset(limit_fingerprint: u64, digest: &IdentityDigest, window_ms: u64) -> u64 {
-    entry_fingerprint(limit_fingerprint, digest) % window_ms.max(1)
-}
-
-/// A request-header cost: digits only, 1..=max; `default` when absent.
-fn header_cost<S: RequestSource + ?Sized>(req: &Request<'_, S>, name: &str, max: u64, default: u64) -> Option<u64> {
-    match one_member(req.headers().lines(name)) {
-        OneValue::Absent => Some(default),
-        OneValue::One(v) if !v.is_empty() && v.len() <= 10 && v.iter().all(u8::is_ascii_digit) => {
-            std::str::from_utf8(v).ok()?.parse::<u64>().ok().filter(|c| (1..=max).contains(c))
-        }
-        _ => None,
-    }
-}
-
-/// What a key part is called in a 400's body.
-fn part_name(part: &KeyPart) -> String {
-    match part {
-        KeyPart::Header(n) => format!("header:{n}"),
-        KeyPart::HeaderRaw(n) => format!("header_raw:{n}"),
-        KeyPart::Query(n) => format!("query:{n}"),
-        KeyPart::ClientIp => "client_ip".into(),
-        KeyPart::Path => "path".into(),
-        KeyPart::Method => "method".into(),
-        KeyPart::Authority => "authority".into(),
-        KeyPart::Literal(t) => format!("literal:{t}"),
-    }
-}
-
 /// Starts evaluating a request. `clock` (ms since the epoch) is read once,
 /// and only if a rule applies: a request no rule matches costs no clock
 /// hostcall.
@@ -274,30 +242,6 @@ where
         return Start::Done(pending.finish(env));
     }
     Start::Wait(pending)
-}
-
-/// The cached denial of any of `rule`'s limits for `identity`, if one is in force.
-fn cached_denial<S: SharedData + ?Sized>(
-    cache: &DenyCache<'_, S>,
-    r: usize,
-    rule: &Rule,
-    identity: &IdentityDigest,
-    partition: Option<PartitionKey>,
-    now_ms: u64,
-) -> Option<Shown> {
-    rule.limits.iter().enumerate().find_map(|(i, l)| {
-        let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now_ms)?;
-        Some(Shown {
-            limit: l.spec.limit,
-            decision: Decision {
-                allowed: false,
-                remaining: e.remaining,
-                reset_ms: e.reset_at_ms.saturating_sub(now_ms),
-                retry_after_ms: Some(e.deny_until_ms - now_ms),
-            },
-            policy: Some(PolicyRef { rule: r, limit: i, partition }),
-        })
-    })
 }
 
 /// The 429 of rule `r` denying `worst`, with the fields its style asks
@@ -414,111 +358,13 @@ impl Pending {
         }
         out
     }
-
-    /// The verdict of rule `r` from its decisions; `consumed` tells whether
-    /// its call admitted the request (else an allowing rule spent nothing and
-    /// is not counted).
-    fn store_verdict<S, M>(
-        &self,
-        env: &Env<'_, S, M>,
-        r: usize,
-        d: &PlannedDecision,
-        decisions: &[Decision],
-        consumed: bool,
-    ) -> Verdict
-    where
-        S: SharedData + ?Sized,
-        M: Metrics + ?Sized,
-    {
-        let config = env.config;
-        let rule = &config.rules[r];
-        let identity = &d.digest;
-        let shown: Vec<Shown> = rule
-            .limits
-            .iter()
-            .zip(decisions)
-            .enumerate()
-            .map(|(i, (l, decision))| Shown {
-                limit: l.spec.limit,
-                decision: *decision,
-                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
-            })
-            .collect();
-        if shown.iter().all(|s| s.decision.allowed) {
-            if consumed {
-                env.metrics.count(r, Event::Allowed);
-            }
-            return Verdict::Allowed(shown);
-        }
-        // A cost the caller names differs per request: a denial of one
-        // cost says nothing of the next request's.
-        let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
-        if config.deny_cache.enabled && cacheable {
-            let cache = DenyCache::new(env.shared, config.deny_cache.slots);
-            for (l, s) in rule.limits.iter().zip(&shown) {
-                if let (false, Some(retry)) = (s.decision.allowed, s.decision.retry_after_ms) {
-                    if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until_ms: self.now_ms + retry,
-                            reset_at_ms: self.now_ms + s.decision.reset_ms,
-                            remaining: s.decision.remaining,
-                        };
-                        cache.remember(entry_fingerprint(l.fingerprint, identity), entry);
-                    }
-                }
-            }
-        }
-        env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
-        Verdict::Denied(shown)
-    }
-
-    fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
-    where
-        S: SharedData + ?Sized,
-        M: Metrics + ?Sized,
-    {
-        let config = env.config;
-        let rule = &config.rules[r];
-        if rule.shadow {
-            return Verdict::Unenforced;
-        }
-        if rule.failure_mode == FailureMode::Closed {
-            env.metrics.count(r, Event::FailClosed);
-            return Verdict::FailClosed;
-        }
-        let limits: Vec<FallbackLimit> = rule
-            .limits
-            .iter()
-            .map(|l| FallbackLimit {
-                fingerprint: entry_fingerprint(l.fingerprint, &d.digest),
-                share: l.spec.limit / rule.fleet_size.get(),
-                window_ms: l.spec.window_ms,
-                cost: rule.request_amount(l),
-            })
-            .collect();
-        let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
-        let shown: Vec<Shown> = limits
-            .iter()
-            .zip(decisions)
-            .enumerate()
-            .map(|(i, (l, decision))| Shown {
-                limit: l.share,
-                decision,
-                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
-            })
-            .collect();
-        if shown.iter().all(|s| s.decision.allowed) {
-            env.metrics.count(r, Event::FallbackAllowed);
-            Verdict::Allowed(shown)
-        } else {
-            env.metrics.count(r, Event::FallbackDenied);
-            Verdict::Denied(shown)
-        }
-    }
 }
 
 mod headers;
+mod reads;
 #[cfg(test)]
 mod tests;
+mod verdicts;
 
 use headers::{ietf_fields, response_headers};
+use reads::{cached_denial, header_cost, part_name, window_offset};

@@ -1,0 +1,115 @@
+//! One rule's verdict from its store decisions (caching a denial), or
+//! from its failure policy when the store failed (the fallback bucket).
+
+use super::{Env, Pending, PlannedDecision, Verdict};
+use crate::config::{Cost, FailureMode};
+use crate::decision::Decision;
+use crate::deny_cache::{DenyCache, DenyEntry};
+use crate::fallback::{self, FallbackLimit};
+use crate::fingerprint::entry_fingerprint;
+use crate::metrics::{Event, Metrics};
+use crate::response::{PolicyRef, Shown};
+use crate::shared::SharedData;
+
+impl Pending {
+    /// The verdict of rule `r` from its decisions; `consumed` tells whether
+    /// its call admitted the request (else an allowing rule spent nothing and
+    /// is not counted).
+    pub(super) fn store_verdict<S, M>(
+        &self,
+        env: &Env<'_, S, M>,
+        r: usize,
+        d: &PlannedDecision,
+        decisions: &[Decision],
+        consumed: bool,
+    ) -> Verdict
+    where
+        S: SharedData + ?Sized,
+        M: Metrics + ?Sized,
+    {
+        let config = env.config;
+        let rule = &config.rules[r];
+        let identity = &d.digest;
+        let shown: Vec<Shown> = rule
+            .limits
+            .iter()
+            .zip(decisions)
+            .enumerate()
+            .map(|(i, (l, decision))| Shown {
+                limit: l.spec.limit,
+                decision: *decision,
+                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
+            })
+            .collect();
+        if shown.iter().all(|s| s.decision.allowed) {
+            if consumed {
+                env.metrics.count(r, Event::Allowed);
+            }
+            return Verdict::Allowed(shown);
+        }
+        // A cost the caller names differs per request: a denial of one
+        // cost says nothing of the next request's.
+        let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
+        if config.deny_cache.enabled && cacheable {
+            let cache = DenyCache::new(env.shared, config.deny_cache.slots);
+            for (l, s) in rule.limits.iter().zip(&shown) {
+                if let (false, Some(retry)) = (s.decision.allowed, s.decision.retry_after_ms) {
+                    if retry > 0 {
+                        let entry = DenyEntry {
+                            deny_until_ms: self.now_ms + retry,
+                            reset_at_ms: self.now_ms + s.decision.reset_ms,
+                            remaining: s.decision.remaining,
+                        };
+                        cache.remember(entry_fingerprint(l.fingerprint, identity), entry);
+                    }
+                }
+            }
+        }
+        env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
+        Verdict::Denied(shown)
+    }
+
+    pub(super) fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
+    where
+        S: SharedData + ?Sized,
+        M: Metrics + ?Sized,
+    {
+        let config = env.config;
+        let rule = &config.rules[r];
+        if rule.shadow {
+            return Verdict::Unenforced;
+        }
+        if rule.failure_mode == FailureMode::Closed {
+            env.metrics.count(r, Event::FailClosed);
+            return Verdict::FailClosed;
+        }
+        let limits: Vec<FallbackLimit> = rule
+            .limits
+            .iter()
+            .map(|l| FallbackLimit {
+                fingerprint: entry_fingerprint(l.fingerprint, &d.digest),
+                share: l.spec.limit / rule.fleet_size.get(),
+                window_ms: l.spec.window_ms,
+                cost: rule.request_amount(l),
+            })
+            .collect();
+        let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
+        let shown: Vec<Shown> = limits
+            .iter()
+            .zip(decisions)
+            .enumerate()
+            .map(|(i, (l, decision))| Shown {
+                limit: l.share,
+                decision,
+                policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
+            })
+            .collect();
+        if shown.iter().all(|s| s.decision.allowed) {
+            env.metrics.count(r, Event::FallbackAllowed);
+            Verdict::Allowed(shown)
+        } else {
+            env.metrics.count(r, Event::FallbackDenied);
+            Verdict::Denied(shown)
+        }
+    }
+}
