@@ -265,7 +265,9 @@ impl Calls {
     pub fn settle(&mut self, id: u64, now_ms: u64) -> Option<Call> {
         let mut call = self.pending.remove(&id)?;
         call.outcome = if call.reply_first() { Outcome::Delivered(now_ms) } else { Outcome::TimedOut(now_ms) };
-        self.retire(call.clone());
+        if self.keep_history {
+            self.done.push(call.clone());
+        }
         Some(call)
     }
 

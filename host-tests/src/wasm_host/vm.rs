@@ -6,7 +6,7 @@
 //! or, when the host records traps, into a failed VM, as Envoy keeps it:
 //! never entered again, and every new request answered 503.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use wasmtime::{Engine, Func, Instance, Memory, Module, Store, TypedFunc, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -133,6 +133,8 @@ pub struct Vm {
     pub configured: bool,
     /// The report of the trap that failed this VM, when traps are recorded.
     pub failed: Option<String>,
+    /// The exports entered so far, with their number of results.
+    entries: HashMap<String, (Func, usize)>,
 }
 
 impl Vm {
@@ -189,7 +191,7 @@ impl Vm {
             .or_else(|_| instance.get_typed_func::<i32, i32>(&mut store, "malloc"))
             .ok();
         store.data_mut().exports = memory.map(|memory| ModuleExports { memory, allocate });
-        let mut vm = Vm { store, instance, configured: false, failed: None };
+        let mut vm = Vm { store, instance, configured: false, failed: None, entries: HashMap::new() };
         for start in ["_initialize", "_start"] {
             if vm.instance.get_func(&mut vm.store, start).is_some() {
                 vm.enter(ROOT_ID, start, &[]);
@@ -225,16 +227,26 @@ impl Vm {
         if self.failed.is_some() {
             return None;
         }
-        let Some(func) = self.instance.get_func(&mut self.store, name) else {
-            return match name {
-                "proxy_on_done" => Some(1),
-                n if n.ends_with("_headers") || n.ends_with("_body") || n.ends_with("_trailers") => Some(0),
-                _ => None,
-            };
+        let (func, returns) = match self.entries.get(name) {
+            Some(entry) => *entry,
+            None => {
+                // An export the module leaves out gets cpp-host's default.
+                let Some(func) = self.instance.get_func(&mut self.store, name) else {
+                    return match name {
+                        "proxy_on_done" => Some(1),
+                        n if n.ends_with("_headers") || n.ends_with("_body") || n.ends_with("_trailers") => Some(0),
+                        _ => None,
+                    };
+                };
+                let returns = func.ty(&self.store).results().len();
+                self.entries.insert(name.to_string(), (func, returns));
+                (func, returns)
+            }
         };
-        let mut results = vec![Val::I32(0); func.ty(&self.store).results().len()];
+        let mut result = [Val::I32(0)];
+        let results = &mut result[..returns.min(1)];
         self.store.data_mut().active = context;
-        let outcome = func.call(&mut self.store, args, &mut results);
+        let outcome = func.call(&mut self.store, args, results);
         self.store.data_mut().active = ROOT_ID;
         self.store.data_mut().callback = None;
         if let Err(e) = outcome {

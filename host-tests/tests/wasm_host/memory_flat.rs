@@ -6,8 +6,11 @@
 //!
 //! Criterion: the memory after the first quarter of the requests equals the
 //! memory at the end (wasm memory never shrinks, so any per-request leak
-//! shows as growth). The count is `WASM_HOST_REQUESTS` (default 40,000 so
-//! the suite stays fast; the issue's run is 1,000,000).
+//! shows as growth). The count is `WASM_HOST_REQUESTS`: default 40,000,
+//! about 15 s per build in a debug build (2,000-3,000 requests/s); the
+//! issue's 1,000,000 wants an optimized build, e.g.
+//! `--config 'profile.dev.opt-level=2' --config 'profile.dev.package."*".opt-level=2'`
+//! (about 17,000 requests/s on an idle core).
 
 use std::time::Instant;
 
@@ -30,12 +33,16 @@ const RULES: &str = r#"
 /// Requests sent at once, then settled.
 const BATCH: u64 = 100;
 
+/// Distinct client addresses.
+const CLIENTS: u64 = 1_000;
+
 fn requests() -> u64 {
     std::env::var("WASM_HOST_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(40_000)
 }
 
 /// The store's answers: mostly an admission, some denials, some lost
-/// replies (the timeout fires), some never called back, some garbage.
+/// replies (the timeout fires), one in five never called back (so that a
+/// leak per lost callback shows within the default count), some garbage.
 fn store(kind: Kind) -> Vec<(u32, Fault)> {
     let reply = |allowed: bool| -> Vec<u8> {
         let (a, remaining, retry) = if allowed { (1, 4, 0) } else { (0, 0, 1000) };
@@ -45,10 +52,10 @@ fn store(kind: Kind) -> Vec<(u32, Fault)> {
         }
     };
     vec![
-        (80, Fault::Raw(reply(true))),
+        (65, Fault::Raw(reply(true))),
         (5, Fault::Raw(reply(false))),
         (5, Fault::Drop),
-        (5, Fault::NoCallback),
+        (20, Fault::NoCallback),
         (5, Fault::Raw(b"garbage".to_vec())),
     ]
 }
@@ -73,7 +80,9 @@ fn memory_stays_flat_when_callbacks_are_lost(kind: Kind) {
         let mut batch: Vec<StreamId> = Vec::with_capacity(BATCH as usize);
         for _ in 0..BATCH.min(total - sent) {
             let path = if rng.below(2) == 0 { "/open" } else { "/closed" };
-            let client = rng.below(50_000);
+            // Few enough clients that anything the module keeps per client,
+            // within its bounds, is at its steady size after the first 10%.
+            let client = rng.below(CLIENTS);
             let source = format!("10.{}.{}.{}:1", client >> 16, (client >> 8) & 255, client & 255);
             batch.push(host.begin(0, Request::get(path).from(&source)));
             sent += 1;
@@ -102,9 +111,11 @@ fn memory_stays_flat_when_callbacks_are_lost(kind: Kind) {
         host.memory_bytes(0)
     );
     assert_eq!(decided + abandoned, total);
+    // The rest were answered from the deny cache (the canned denials) or an
+    // open breaker: still enough calls for any per-call leak to show.
     let calls = host.calls_made();
-    assert!(calls > total * 9 / 10, "nearly every request asked the store: {calls} calls");
-    assert!(abandoned > total / 40, "about 5% were never called back: {abandoned}");
+    assert!(calls > total / 4, "the store was asked: {calls} calls");
+    assert!(abandoned > calls / 10, "about a fifth of the calls were never called back: {abandoned} of {calls}");
     assert_eq!(host.live_streams(0), 0);
     assert_eq!(
         host.memory_bytes(0),
