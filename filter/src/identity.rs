@@ -11,8 +11,6 @@
 //! replaced by `~H` and 32 hex digits of its SHA-256: bounded, and no
 //! client can collide with another.
 
-use std::net::{IpAddr, SocketAddr};
-
 use crate::config::KeyPart;
 use crate::digest::{hex, sha256};
 use crate::request::{members, one_line, one_member, OneValue, QueryValue, Request, RequestSource};
@@ -95,13 +93,7 @@ pub fn client_ip<S: RequestSource + ?Sized>(req: &Request<'_, S>, hops: u32) -> 
 }
 
 fn parse_ip(bytes: &[u8]) -> Option<String> {
-    let s = std::str::from_utf8(bytes).ok()?;
-    let ip = s.parse::<SocketAddr>().map(|a| a.ip()).or_else(|_| s.parse::<IpAddr>()).ok()?;
-    let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    };
-    Some(ip.to_string())
+    crate::ip::canonical(bytes)
 }
 
 /// Appends `bytes`, escaping every byte outside [A-Za-z0-9._-] as `~XX`;

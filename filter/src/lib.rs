@@ -16,6 +16,7 @@ pub mod fallback;
 pub mod fingerprint;
 pub mod id_map;
 pub mod identity;
+pub mod ip;
 pub mod json;
 pub mod keys;
 pub mod matching;

@@ -80,20 +80,23 @@ impl Worker {
     }
 
     /// How long a decision may wait for a call slot before it goes in a
-    /// call of its own anyway: half the store timeout, so that a store that
-    /// stalls every call in flight holds a queued decision for at most
-    /// about one and a half timeouts, not two.
+    /// call of its own anyway: a quarter of the store timeout, so that a
+    /// store that stalls every call in flight holds a queued decision for
+    /// well under two timeouts (calls to a healthy store take a few ms: a
+    /// slot frees up long before).
     pub(super) fn max_wait_ms(&self) -> u64 {
-        (self.config.store.timeout.ms() / 2).max(MIN_TICK_MS)
+        (self.config.store.timeout.ms() / 4).max(MIN_TICK_MS)
     }
 
-    /// The timer period the worker needs: short while decisions wait (to
-    /// release them after `max_wait_ms`), the INFO interval otherwise.
+    /// The timer period the worker needs: while decisions wait, a fifth of
+    /// `max_wait_ms` (the timer's phase is not the decision's: a period of
+    /// `max_wait_ms` would let one wait nearly twice that); the INFO
+    /// interval otherwise.
     pub fn tick_period_ms(&self) -> u64 {
         if self.queue.is_empty() {
             self.config.store.stats_interval.ms()
         } else {
-            self.max_wait_ms().min(self.config.store.stats_interval.ms())
+            (self.max_wait_ms() / 5).max(MIN_TICK_MS).min(self.config.store.stats_interval.ms())
         }
     }
 

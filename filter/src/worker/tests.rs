@@ -361,13 +361,13 @@ fn store_errors_are_logged_once_per_interval_with_a_count() {
 
 #[test]
 #[wasm_bindgen_test]
-fn a_decision_waits_for_a_call_slot_half_a_timeout_at_most() {
+fn a_decision_waits_for_a_call_slot_a_quarter_of_a_timeout_at_most() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","timeout_ms":100,"batch":{"max_in_flight":1},"stats_interval":"1h""#, API), NOW);
+    let mut w = Worker::new(config(r#","timeout_ms":200,"batch":{"max_in_flight":1},"stats_interval":"1h""#, API), NOW);
     assert_eq!(w.tick_period_ms(), 3_600_000, "nothing waits: the INFO interval");
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
-    assert_eq!(w.tick_period_ms(), 50, "a decision waits: half the timeout");
+    assert_eq!(w.tick_period_ms(), 10, "a decision waits: ticks at a fifth of its longest wait");
     host.now.set(NOW + 49);
     w.on_tick(&host);
     let evalshas = || host.sent.borrow().iter().filter(|(_, w)| matches!(w, Wire::Http { path: "/", .. })).count();
