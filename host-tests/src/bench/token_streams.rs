@@ -159,8 +159,8 @@ fn section(
             "≤ 1 KiB (1024 B), report only",
             show(linear) + " B",
             linear.is_some_and(|b| b <= 1024.0),
-            "slope of the VMs' resident linear memory over the streams held; V8 commits whole pages, so it moves \
-             in steps"
+            "slope of the VMs' resident linear memory over the streams held: all the filter keeps per stream (its \
+             stream state and body reader), not the reader alone"
                 .into(),
         ),
     ];
