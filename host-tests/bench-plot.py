@@ -34,7 +34,7 @@ def save(fig, out, name):
 
 def proxy(data, out):
     names = [d["variant"] for d in data]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     for ax, key, title in [
         (axes[0], "cpu_us", "Envoy CPU per request (µs), median and min–max"),
         (axes[1], "rate", "requests/s (wrk -t1 -c32), median and min–max"),
@@ -44,6 +44,68 @@ def proxy(data, out):
         ax.invert_yaxis()
         ax.set_title(title, fontsize=10)
     save(fig, out, "proxy")
+
+
+def batching(data, out):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, payer, title in [
+        (axes[0], "envoy", "Envoy CPU per request above no rule matched (µs)"),
+        (axes[1], "store", "webdis + Redis CPU per request (µs)"),
+    ]:
+        for i, run in enumerate(data["runs"]):
+            pts = [p for p in run[payer] if None not in p]  # NaN (no store call) comes as null
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", color=f"C{i}", alpha=0.7, label=run["case"])
+        for key, style, label in [(payer, "-", "fit, 1 identity"), (payer + "_many", "--", "fit, 1,000 identities")]:
+            line = data.get(key)
+            if line:
+                xs = [0, 1]
+                ax.plot(xs, [line["a"] + line["b"] * x for x in xs], style, color="black",
+                        label=f"{label}: {line['a']:.1f} + {line['b']:.1f}/d")
+        if payer == "envoy":
+            ax.axhline(data["callout_us"], color="grey", linestyle=":", label="native ext_authz callout")
+        ax.set_xlabel("1/d (d = decisions per store call)")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    save(fig, out, "batching")
+
+
+def tokens(data, out):
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4))
+    names = [c["envoy"] for c in data["cpu"]]
+    med, err = spread(data["cpu"], "cpu_us")
+    axes[0].barh(names, med, xerr=err, color="#4a7ab5", capsize=3)
+    axes[0].invert_yaxis()
+    axes[0].set_title(f"Envoy CPU per token stream (µs), {data['ratio']['median']:.2f}×", fontsize=10)
+    for ax, key, title in [(axes[1], "heap", "Envoy heap allocated"), (axes[2], "linear", "VMs' resident linear memory"),
+                           (axes[3], "rss", "Envoy RSS")]:
+        for i, m in enumerate(data["memory"]):
+            r = m["readings"]
+            ax.plot([x["streams"] for x in r], [x[key] / 1e6 for x in r], "o-", color=f"C{i}", label=m["envoy"])
+        ax.set_xlabel("open streams")
+        ax.set_ylabel("MB")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7)
+    save(fig, out, "tokens")
+
+
+def store_batches(data, out):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    incr = next(d for d in data if d["decisions"] == 1 and d["kind"].startswith("INCR"))
+    batches = [d for d in data if not d["kind"].startswith("INCR")]
+    xs = [d["decisions"] for d in batches]
+    for ax, key, title in [(axes[0], "cpu_us", "Redis main-thread CPU per decision (µs)"),
+                           (axes[1], "usec", "script time per decision (µs, commandstats)")]:
+        med, err = spread(batches, key)
+        ax.errorbar(xs, med, yerr=err, fmt="o-", capsize=3, label="EVALSHA batch")
+        if key == "cpu_us":
+            ax.axhline(incr["cpu_us"]["median"], color="grey", linestyle="--", label="INCR (target: ≤ 1.0×)")
+        else:
+            ax.axhline(4.0, color="grey", linestyle="--", label="target at 16: ≤ 4 µs")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("decisions per call")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=8)
+    save(fig, out, "store-batches")
 
 
 def store(data, out):
@@ -142,7 +204,10 @@ def accuracy(data, out):
 
 DRAW = {
     "Proxy cost": proxy,
+    "Batching": batching,
+    "Token streams": tokens,
     "Store cost": store,
+    "Store cost of batches": store_batches,
     "Store memory": memory,
     "Abuse: the deny cache": abuse,
     "Accuracy of sliding_window": accuracy,

@@ -22,6 +22,9 @@ pub enum Kind {
     /// For the breakdown: only the Redis commands a sliding-window decision
     /// makes (MGET, INCRBY, PEXPIRE), same keys and arguments.
     BareWindow,
+    /// One call carrying this many decisions, each one sliding-window limit
+    /// of its own identity (consecutive identities), as a batch goes out.
+    Batch(u64),
 }
 
 /// The breakdown's do-nothing script.
@@ -52,6 +55,7 @@ impl Kind {
             Kind::TwoLimits => "two limits (sw 1m + fw 1d)".into(),
             Kind::EmptyScript => "breakdown: EVALSHA of `return` only".into(),
             Kind::BareWindow => "breakdown: MGET+INCRBY+PEXPIRE in Lua".into(),
+            Kind::Batch(n) => format!("batch of {n}"),
         }
     }
 
@@ -61,7 +65,7 @@ impl Kind {
         match self {
             Kind::Incr => vec![],
             Kind::One(a) => vec![minute(*a)],
-            Kind::EmptyScript | Kind::BareWindow => vec![minute(Algorithm::SlidingWindow)],
+            Kind::EmptyScript | Kind::BareWindow | Kind::Batch(_) => vec![minute(Algorithm::SlidingWindow)],
             Kind::TwoLimits => vec![
                 minute(Algorithm::SlidingWindow),
                 LimitSpec {
@@ -74,14 +78,23 @@ impl Kind {
         }
     }
 
-    /// The command deciding one request of `identity` at `now_ms`.
-    pub fn command(&self, sha: &str, limit: u64, identity: &str, now_ms: u64) -> redis::Cmd {
+    /// Decisions one call carries.
+    pub fn decisions(&self) -> u64 {
+        match self {
+            Kind::Batch(n) => *n,
+            _ => 1,
+        }
+    }
+
+    /// The command deciding `decisions()` requests at `now_ms`, of the
+    /// identities numbered from `first` on.
+    pub fn command(&self, sha: &str, limit: u64, first: u64, now_ms: u64) -> redis::Cmd {
         if *self == Kind::Incr {
             let mut cmd = redis::cmd("INCR");
-            cmd.arg(format!("bench:{{{identity}}}:incr"));
+            cmd.arg(format!("bench:{{{}}}:incr", identity(first)));
             return cmd;
         }
-        script_command(sha, &self.limits(limit), identity, now_ms)
+        batch_command(sha, &self.limits(limit), first, self.decisions(), now_ms)
     }
 
     /// The script it calls (empty for INCR).
@@ -99,14 +112,6 @@ impl Kind {
         matches!(self, Kind::EmptyScript | Kind::BareWindow)
     }
 
-    /// The keys one identity's call touches.
-    pub fn keys(&self, limit: u64, identity: &str, now_ms: u64) -> Vec<String> {
-        match self {
-            Kind::Incr => vec![format!("bench:{{{identity}}}:incr")],
-            _ => script_call(&self.limits(limit), identity, now_ms).keys,
-        }
-    }
-
     /// The INFO commandstats name of the command it sends.
     pub fn command_name(&self) -> &'static str {
         if *self == Kind::Incr {
@@ -119,7 +124,16 @@ impl Kind {
 
 /// EVALSHA of the decision script for `limits` of `identity` at `now_ms`.
 pub fn script_command(sha: &str, limits: &[LimitSpec], identity: &str, now_ms: u64) -> redis::Cmd {
-    let call = script_call(limits, identity, now_ms);
+    evalsha(sha, &script_call(limits, identity, now_ms))
+}
+
+/// EVALSHA of one call deciding `limits` for each of `n` identities
+/// numbered from `first` on.
+pub fn batch_command(sha: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> redis::Cmd {
+    evalsha(sha, &batch_call(limits, first, n, now_ms))
+}
+
+fn evalsha(sha: &str, call: &ScriptCall) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(call.keys.len()).arg(&call.keys).arg(&call.args);
     cmd
@@ -127,9 +141,23 @@ pub fn script_command(sha: &str, limits: &[LimitSpec], identity: &str, now_ms: u
 
 /// The filter's call for `limits` of `identity` (rule "api", domain "bench").
 pub fn script_call(limits: &[LimitSpec], identity: &str, now_ms: u64) -> ScriptCall {
-    let calls: Vec<LimitCall<'_>> =
-        limits.iter().map(|&spec| LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }).collect();
+    let calls = uses(limits);
     ScriptCall::new("bench", now_ms, &[DecisionCall { identity, limits: &calls }])
+}
+
+/// The filter's call for a batch: one decision of `limits` per identity,
+/// identities `first` to `first + n - 1` in order.
+pub fn batch_call(limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> ScriptCall {
+    let calls = uses(limits);
+    let names: Vec<String> = (first..first + n).map(identity).collect();
+    let decisions: Vec<DecisionCall<'_>> =
+        names.iter().map(|identity| DecisionCall { identity, limits: &calls }).collect();
+    ScriptCall::new("bench", now_ms, &decisions)
+}
+
+/// Each limit used once, as an allowed request does.
+fn uses(limits: &[LimitSpec]) -> Vec<LimitCall<'static>> {
+    limits.iter().map(|&spec| LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }).collect()
 }
 
 /// The identity numbered `i`.
@@ -147,5 +175,33 @@ pub fn allowed(reply: &redis::Value) -> bool {
     match reply {
         redis::Value::Array(items) => items.chunks(4).all(|c| matches!(c.first(), Some(redis::Value::Int(1)))),
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_decides_consecutive_identities_each_on_its_own_keys() {
+        let limits = Kind::Batch(3).limits(10);
+        let call = batch_call(&limits, 7, 3, 120_000);
+        assert_eq!(call.decisions(), 3);
+        // sliding_window: two keys per decision, each under its identity's tag.
+        assert_eq!(call.keys.len(), 6);
+        for (pair, i) in call.keys.chunks(2).zip(7..) {
+            assert!(pair.iter().all(|k| k.contains(&format!("{{{}}}", identity(i)))), "{pair:?}");
+        }
+        assert_eq!(call.reply_len(), 12);
+    }
+
+    #[test]
+    fn one_decision_kinds_carry_one() {
+        assert_eq!(Kind::One(Algorithm::Gcra).decisions(), 1);
+        assert_eq!(Kind::Batch(16).decisions(), 16);
+        assert_eq!(
+            batch_call(&Kind::Batch(1).limits(10), 0, 1, 0),
+            script_call(&Kind::Batch(1).limits(10), &identity(0), 0)
+        );
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::redis_info::{command_stat, main_thread_cpu, reset};
 use super::report::{table, Section, Target};
 use super::stats::Summary;
-use super::store_calls::{allowed, identity, now_ms, Kind};
+use super::store_calls::{allowed, now_ms, Kind};
 use crate::redis_server::RedisServer;
 use crate::script::load;
 
@@ -62,9 +62,11 @@ pub fn measure(redis: &RedisServer, sha: &str, kind: &Kind, pipelined: bool, dur
 fn client(redis: &RedisServer, sha: &str, kind: &Kind, pipelined: bool, t: u64, deadline: Instant) -> u64 {
     let mut conn = redis.connect();
     let (mut i, mut denied) = (0u64, 0u64);
+    // Consecutive calls of all connections take consecutive identities.
+    let n = kind.decisions();
     let mut next = || {
         i += 1;
-        kind.command(sha, LIMIT, &identity((i * CONNECTIONS + t) % IDENTITIES), now_ms())
+        kind.command(sha, LIMIT, ((i * CONNECTIONS + t) * n) % IDENTITIES, now_ms())
     };
     while Instant::now() < deadline {
         let replies: Vec<redis::Value> = if pipelined {

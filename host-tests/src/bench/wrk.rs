@@ -1,5 +1,6 @@
 //! One wrk run and what it printed: requests, rate, latency percentiles.
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -21,13 +22,30 @@ pub struct WrkRun {
 /// `wrk -t1 -c<connections> -d<duration> --latency <url>`, the same for every
 /// variant.
 pub fn run(url: &str, connections: u32, duration: Duration) -> WrkRun {
-    let out = Command::new("wrk")
-        .args(["-t1", &format!("-c{connections}"), &format!("-d{}s", duration.as_secs().max(1)), "--latency", url])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run wrk (make setup installs it): {e}"));
+    run_script(url, connections, duration, None)
+}
+
+/// The same, with wrk's Lua `script` (`-s`) shaping the requests.
+pub fn run_script(url: &str, connections: u32, duration: Duration, script: Option<&Path>) -> WrkRun {
+    let mut cmd = Command::new("wrk");
+    cmd.args(["-t1", &format!("-c{connections}"), &format!("-d{}s", duration.as_secs().max(1)), "--latency"]);
+    if let Some(script) = script {
+        cmd.arg("-s").arg(script);
+    }
+    let out = cmd.arg(url).output().unwrap_or_else(|e| panic!("cannot run wrk (make setup installs it): {e}"));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
     parse(&text).unwrap_or_else(|| panic!("cannot read wrk's output:\n{text}"))
+}
+
+/// A wrk script sending `x-api-key: key-<i>`, i going round robin over
+/// 1..=`identities` (1: always `key-1`). Every case sends it, so that the
+/// header and the script's cost are the same whatever the variant.
+pub fn api_key_script(identities: u32) -> String {
+    format!(
+        "local i = 0\nrequest = function()\n  i = i % {identities} + 1\n  \
+         return wrk.format(nil, nil, {{[\"x-api-key\"] = \"key-\" .. i}})\nend\n"
+    )
 }
 
 /// Reads wrk's report.

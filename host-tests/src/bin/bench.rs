@@ -1,12 +1,14 @@
-//! `make bench`: measures what the filter costs the proxy and the store, how
-//! much the deny cache spares the store under abuse, and how accurate the
-//! sliding window is; prints every figure as it goes, writes the figures'
-//! data to `<dir>/figures.json` for `host-tests/bench-plot.py`, and rewrites
+//! `make bench`: measures what the filter costs the proxy and the store, what
+//! batching saves them, what token streams cost, how much the deny cache
+//! spares the store under abuse, and how accurate the sliding window is;
+//! prints every figure as it goes, writes the figures' data to
+//! `<dir>/figures.json` for `host-tests/bench-plot.py`, and rewrites
 //! BENCHMARKS.md (keeping its `## Soak` section).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
-//! BENCH_ONLY=proxy,store,memory,abuse,accuracy: only those parts, and the
-//! report goes to `<dir>/BENCHMARKS.md` instead of the repository's.
+//! BENCH_ONLY=proxy,tokens,store,batches,memory,abuse,accuracy: only those
+//! parts, and the report goes to `<dir>/BENCHMARKS.md` instead of the
+//! repository's.
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.
@@ -17,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, soak_section, table, targets_table, Section, Target};
-use host_tests::bench::{abuse, accuracy, proxy_cost, store_cost, store_memory};
+use host_tests::bench::{
+    abuse, accuracy, batching, proxy_cost, proxy_sitting, store_batches, store_cost, store_memory, token_streams,
+};
 use host_tests::paths::root;
 use host_tests::redis_server::RedisServer;
 
@@ -43,13 +47,25 @@ fn main() {
         sections.push(s);
         busy_checks.push(compilers());
     };
+    // Full length: about 5 min for the proxy sitting, 1.5 for token streams,
+    // 2 for the store; wrk runs whole seconds.
+    let rounds = if quick { 2 } else { 5 };
     if wanted("proxy") {
-        done(proxy_cost::run(if quick { 3 } else { 5 }, secs(1.0, 6.0), secs(1.0, 2.0)));
+        let sitting = proxy_sitting::run(rounds, secs(1.0, 4.0), secs(1.0, 3.0), secs(1.0, 1.0));
+        done(proxy_cost::section(&sitting));
+        done(batching::section(&sitting));
     }
-    if wanted("store") || wanted("memory") {
+    if wanted("tokens") {
+        let streams = if quick { 200 } else { token_streams::STREAMS };
+        done(token_streams::run(rounds, secs(1.0, 4.0), secs(1.0, 1.0), streams));
+    }
+    if wanted("store") || wanted("batches") || wanted("memory") {
         let redis = RedisServer::start();
         if wanted("store") {
-            done(store_cost::run(&redis, 3, secs(0.3, 2.0)));
+            done(store_cost::run(&redis, 3, secs(0.3, 1.5)));
+        }
+        if wanted("batches") {
+            done(store_batches::run(&redis, 3, secs(0.3, 1.5)));
         }
         if wanted("memory") {
             let sha = host_tests::script::load(&mut redis.connect(), ratelimit::script::SCRIPT);

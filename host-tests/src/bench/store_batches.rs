@@ -1,0 +1,90 @@
+//! Section "Store cost of batches": what Redis spends per decision when one
+//! EVALSHA carries 1, 4, 16 or 64 of them (each one sliding-window limit of
+//! its own identity), against a plain INCR in the same rounds. Reading and
+//! answering a command is most of an INCR's CPU; a batch pays it once.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::report::{table, Section, Target};
+use super::stats::Summary;
+use super::store_calls::Kind;
+use super::store_cost::{measure, Run, CONNECTIONS, IDENTITIES, LIMIT};
+use crate::redis_server::RedisServer;
+use crate::script::load;
+
+/// Decisions per call measured.
+pub const SIZES: [u64; 4] = [1, 4, 16, 64];
+/// The batch size the script-time target is set for.
+const TARGET_SIZE: u64 = 16;
+
+/// INCR and every batch size, `rounds` rounds, each run `duration`.
+pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
+    let sha = load(&mut redis.connect(), ratelimit::script::SCRIPT);
+    let kinds: Vec<Kind> = std::iter::once(Kind::Incr).chain(SIZES.map(Kind::Batch)).collect();
+    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); kinds.len()];
+    for round in 0..rounds {
+        for (k, kind) in kinds.iter().enumerate() {
+            let r = measure(redis, &sha, kind, false, duration);
+            eprintln!("  batches round {round} {}: {r:?}", kind.name());
+            runs[k].push(r);
+        }
+    }
+    let incr: Vec<f64> = runs[0].iter().map(|r| r.cpu_us).collect();
+    let mut rows = Vec::new();
+    let mut figures = Vec::new();
+    let mut targets = Vec::new();
+    for (kind, rs) in kinds.iter().zip(&runs) {
+        let n = kind.decisions() as f64;
+        let per = |f: fn(&Run) -> f64| rs.iter().map(|r| f(r) / n).collect::<Vec<f64>>();
+        let cpu = Summary::of(&per(|r| r.cpu_us));
+        let ratio = Summary::ratio(&per(|r| r.cpu_us), &incr);
+        let usec = Summary::of(&per(|r| r.usec_per_call));
+        let rate = Summary::of(&rs.iter().map(|r| r.rate * n).collect::<Vec<_>>());
+        let denied: u64 = rs.iter().map(|r| r.denied).sum();
+        rows.push(vec![kind.name(), rate.show(0), cpu.show(2), ratio.show(2), usec.show(2), denied.to_string()]);
+        figures.push(json!({"kind": kind.name(), "decisions": n, "cpu_us": cpu.to_json(), "ratio": ratio.to_json(),
+            "usec": usec.to_json()}));
+        if let Kind::Batch(size) = *kind {
+            if size >= TARGET_SIZE {
+                targets.push(Target::new(
+                    &format!("Redis CPU per decision, batch of {size}"),
+                    "≤ 1.0× INCR",
+                    format!("{:.2}×", ratio.median),
+                    ratio.median <= 1.0,
+                    String::new(),
+                ));
+            }
+            if size == TARGET_SIZE {
+                targets.push(Target::new(
+                    &format!("script time per decision, batch of {size}"),
+                    "≤ 4 µs",
+                    format!("{:.2} µs", usec.median),
+                    usec.median <= 4.0,
+                    String::new(),
+                ));
+            }
+        }
+    }
+    let median = |k: usize, f: fn(&Run) -> f64| Summary::of(&runs[k].iter().map(f).collect::<Vec<_>>()).median;
+    let last = kinds.len() - 1;
+    let body = format!(
+        "Redis driven directly (no Envoy), {CONNECTIONS} connections each calling one after another, {:.1} s per \
+         run, {rounds} rounds, INCR and every batch size in turn within a round. A batch of N is one EVALSHA built by \
+         the filter's `ScriptCall` carrying N decisions, each one sliding_window limit ({LIMIT}/min, never reached) \
+         of a different identity (consecutive identities of {IDENTITIES}, as a batch of different clients goes out). \
+         Per decision: main-thread CPU (`used_cpu_user_main_thread + used_cpu_sys_main_thread` delta) ÷ calls ÷ N, \
+         as a ratio to the INCR run of the same round, and `cmdstat_evalsha usec_per_call` ÷ N (script time). \
+         Median (min–max).\n\n{}\nReading: one decision alone costs Redis {:.2} µs of CPU where an INCR costs \
+         {:.2} µs; in a batch of {} each costs {:.2} µs, the call's reading and answering being shared.\n\n\
+         ![store cost of batches](BENCHMARKS-store-batches.png)\n",
+        duration.as_secs_f64(),
+        table(&["call", "decisions/s", "Redis CPU µs/decision", "× INCR", "script µs/decision", "denied calls"], &rows),
+        median(1, |r| r.cpu_us),
+        median(0, |r| r.cpu_us),
+        SIZES[SIZES.len() - 1],
+        median(last, |r| r.cpu_us) / SIZES[SIZES.len() - 1] as f64,
+    );
+    Section { title: "Store cost of batches".into(), body, figures: json!(figures), targets }
+}
