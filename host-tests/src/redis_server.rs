@@ -23,27 +23,34 @@ impl RedisServer {
 
     /// Starts a server with extra `--name value` settings.
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        RedisServer::start_on(free_port(), extra)
+        RedisServer::start_on(free_port, extra)
     }
 
     /// Starts a Redis Cluster node (its cluster-bus port, +10000, free too).
     pub fn start_cluster_node(extra: &[&str]) -> RedisServer {
-        RedisServer::start_on(free_cluster_port(), extra)
+        RedisServer::start_on(free_cluster_port, extra)
     }
 
-    fn start_on(port: u16, extra: &[&str]) -> RedisServer {
-        let dir = TempDir::new("redis");
-        let process = spawn(port, &dir, extra);
-        let server = RedisServer { port, process, dir };
-        server.wait_ready();
-        server
+    /// Starts a server on a port from `claim`; on another if a process of
+    /// another test binary took that port first (ports are unique only
+    /// within one test process).
+    fn start_on(claim: fn() -> u16, extra: &[&str]) -> RedisServer {
+        for _ in 0..5 {
+            let port = claim();
+            let dir = TempDir::new("redis");
+            let mut process = spawn(port, &dir, extra);
+            if answers_as(port, &mut process) {
+                return RedisServer { port, process, dir };
+            }
+        }
+        panic!("redis-server did not start on any of 5 free ports");
     }
 
     /// Starts the same server again on the same port (after `stop`), empty.
     pub fn restart(&mut self, extra: &[&str]) {
         self.process.stop();
         self.process = spawn(self.port, &self.dir, extra);
-        self.wait_ready();
+        assert!(answers_as(self.port, &mut self.process), "redis-server did not start again on port {}", self.port);
     }
 
     /// `redis://127.0.0.1:<port>/`.
@@ -60,19 +67,26 @@ impl RedisServer {
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
+}
 
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(mut c) = redis::Client::open(self.url()).and_then(|c| c.get_connection()) {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
+/// Waits until the server on `port` answers and is `process` (not another
+/// test process's server on the same port); false once `process` exited.
+fn answers_as(port: u16, process: &mut Guard) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let url = format!("redis://127.0.0.1:{port}/");
+    let ours = format!("process_id:{}\r", process.pid());
+    while Instant::now() < deadline {
+        if !process.running() {
+            return false;
         }
-        panic!("redis-server on port {} did not answer PING", self.port);
+        if let Ok(mut c) = redis::Client::open(url.as_str()).and_then(|c| c.get_connection()) {
+            if redis::cmd("INFO").arg("server").query::<String>(&mut c).is_ok_and(|info| info.contains(&ours)) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    panic!("redis-server on port {port} did not answer within 10 s");
 }
 
 fn spawn(port: u16, dir: &TempDir, extra: &[&str]) -> Guard {
