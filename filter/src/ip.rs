@@ -101,21 +101,12 @@ fn groups_into(text: &[u8], out: &mut [u16; 8], at_end: bool) -> Option<usize> {
         }
         let mut value = 0u16;
         for &b in *part {
-            value = value << 4 | u16::from(hex_digit(b)?);
+            value = value << 4 | u16::from(crate::percent::hex(b)?);
         }
         *out.get_mut(n)? = value;
         n += 1;
     }
     Some(n)
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 fn v4_text(octets: [u8; 4]) -> String {

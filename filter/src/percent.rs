@@ -48,7 +48,8 @@ pub fn decode(bytes: &[u8], plus_is_space: bool) -> Vec<u8> {
     out
 }
 
-fn hex(b: u8) -> Option<u8> {
+/// The value of one hex digit.
+pub(crate) fn hex(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
