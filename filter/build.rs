@@ -35,9 +35,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let names = ["prelude.lua", "clock.lua", "test_clock.lua", "body.lua"];
     let mut parts = Vec::new();
     for name in &names[..3] {
-        parts.push(minify::minify(&read(name)?));
+        parts.push(minify::minify(&read(name)?)?);
     }
-    parts.push(minify::minify(&body));
+    parts.push(minify::minify(&body)?);
     for (name, text) in names.iter().zip(rename::rename(&parts)?) {
         fs::write(out.join(name), text)?;
     }

@@ -1,11 +1,11 @@
 -- fixed_window: one counter per window, the window index in its name (from
 -- the caller's clock, shifted by the limit's offset: the window works on
--- now + offset). Written with SET ... PX <ms to the window's end>, so the
--- TTL is exact and needs no PEXPIRE NX (Redis 7.0).
+-- now + offset). Created with SET ... PX <ms to the window's end>, so the
+-- TTL is exact and needs no PEXPIRE NX (Redis 7.0); kept on later writes.
 -- (A fragment of the driver's loop.)
 local key = keys[k]
-local count = tonumber(call('GET', key)) or 0
-local offset = loff[j]
+local held = tonumber(got[k]) -- nil when absent
+local count = val[key] or held or 0
 local elapsed = now % window
 if elapsed >= window - offset then
   elapsed = elapsed - (window - offset)
@@ -13,13 +13,17 @@ else
   elapsed = elapsed + offset
 end
 reset = window - elapsed
+local write = held -- INCRBY from the count held, or SET with PX
+if not held then
+  write = fmt('%d', reset)
+end
 if op == 'g' then
   count = count + amount
   if count > TOP then
     count = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, count, write, false
   amount = 1 -- then reported as a check of one unit
 end
 if count + amount <= limit then
@@ -27,7 +31,7 @@ if count + amount <= limit then
   if op == 'u' then
     count = count + amount
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', count), fmt('%d', reset), false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, count, write, false
   end
 else
   allowed = false

@@ -15,6 +15,8 @@ local TOP = MAX_EXACT - 1 -- the largest time or count the script keeps
 local floor = math.floor
 local fmt = string.format
 local call = redis.call
+-- try: an error is its reply instead of the end of the script
+local try = redis.pcall
 local argv, keys = ARGV, KEYS -- locals: faster than globals
 
 -- floor(a / b) is exact for integers |a| < 2^53, b > 0: the quotient of

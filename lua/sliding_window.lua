@@ -7,18 +7,21 @@
 -- (A fragment of the driver's loop: reads k, s, limit, window, op, amount and
 -- the spec's elapsed and TTL, p1 to p3, computed once per call;
 -- sets allowed, remaining, reset, retry; queues its writes.)
+-- The previous window's key is never written in this call (every decision
+-- in it has the same now, so the same window): only read from got.
 local key = keys[k]
-local counts = call('MGET', key, keys[k + 1])
-local cur = tonumber(counts[1]) or 0
-local prev = tonumber(counts[2]) or 0
+local held = tonumber(got[k]) -- nil when absent
+local cur = val[key] or held or 0
+local prev = tonumber(got[k + 1]) or 0
 local elapsed, ttl = p1[s], p2[s]
+local write = held or p3[s] -- INCRBY from the count held, or SET with PX
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then
     cur = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, cur, write, false
   amount = 1 -- then reported as a check of one unit
 end
 -- room: what the estimate leaves, x window. Exact whenever it is >= 0;
@@ -30,7 +33,7 @@ if room >= amount * window then
     cur = cur + amount
     room = room - amount * window
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d', cur), p3[s], false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, cur, write, false
   end
 else
   allowed = false

@@ -11,7 +11,7 @@
 local key = keys[k]
 local burst, tol_q, tol_r, cap_q, cap_r = bur[s], p1[s], p2[s], p3[s], p4[s]
 local q, r = 0, 0
-local state = call('GET', key)
+local state = val[key] or got[k]
 if state then
   local at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
   if at then

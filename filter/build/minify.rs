@@ -1,27 +1,30 @@
 //! Comments, indentation and the spaces Lua does not need, removed line by
 //! line. A line break stays between statements.
 
-/// Drops comment lines, trailing comments on lines without string
-/// literals, indentation, blank lines and the spaces Lua does not need (see
-/// `squeeze`). A line break stays between statements.
-pub fn minify(source: &str) -> String {
+/// Drops comment lines, trailing comments, indentation, blank lines and
+/// the spaces Lua does not need (see `squeeze`). A line break stays between
+/// statements. A line with both a quote and ` --` is refused: without
+/// parsing its strings, a quote in a comment and a `--` in a string look
+/// alike (an apostrophe in a trailing comment once made a broken script).
+pub fn minify(source: &str) -> Result<String, String> {
     let mut out = String::with_capacity(source.len() / 2);
-    for line in source.lines() {
+    for (n, line) in source.lines().enumerate() {
         let mut code = line.trim();
         if code.starts_with("--") {
             continue;
         }
         if let Some(at) = code.find(" --") {
-            if !code.contains(['\'', '"']) {
-                code = code[..at].trim_end();
+            if code.contains(['\'', '"']) {
+                return Err(format!("line {}: a trailing comment on a line with a quote: {code}", n + 1));
             }
+            code = code[..at].trim_end();
         }
         if !code.is_empty() {
             squeeze(code, &mut out);
             out.push('\n');
         }
     }
-    out
+    Ok(out)
 }
 
 /// Appends `code` without the spaces outside string literals that separate

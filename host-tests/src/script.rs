@@ -19,7 +19,8 @@ pub fn test_script() -> String {
 /// machine: `extremes::the_smallest_limits` found gone the log that the
 /// step before had written at the same simulated instant).
 /// After the script, every key it was given is reported: the TTL the script
-/// set (-1: written without a TTL, -2: absent, -3: left untouched), after
+/// set (-1: created without a TTL, -2: absent, -3: left untouched, -4:
+/// changed, its TTL kept, as INCRBY does), after
 /// one more value, 0 (kept for `SimulatedExpiry`: how many ms a reported
 /// TTL may fall short of the one set; exact here).
 pub fn sim_expiry_script() -> String {
@@ -75,6 +76,8 @@ elseif ttls[key] ~= nil then
 ttl = ttls[key]
 elseif (redis.call('DUMP', key) or false) == before[i] then
 ttl = -3
+elseif before[i] then
+ttl = -4
 else
 ttl = -1
 end
@@ -161,6 +164,14 @@ impl SimulatedExpiry {
         for (key, &ttl) in call.keys.iter().zip(&tail[1..]) {
             match ttl {
                 -3 => {}
+                -4 => {
+                    // Its TTL stands: what is left of it on the simulated clock.
+                    let deadline =
+                        *self.deadlines.get(key).unwrap_or_else(|| panic!("{key} was written without a TTL"));
+                    if !written.iter().any(|(k, _)| k == key) {
+                        written.push((key.clone(), i64::try_from(deadline.saturating_sub(now)).unwrap()));
+                    }
+                }
                 -2 => {
                     self.deadlines.remove(key);
                 }

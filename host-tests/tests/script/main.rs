@@ -15,3 +15,4 @@ mod fixture;
 mod offsets;
 mod ops;
 mod properties;
+mod stored;

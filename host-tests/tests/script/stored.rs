@@ -1,0 +1,82 @@
+//! What the script finds in Redis: counts it wrote itself are raised in
+//! place (INCRBY, keeping the key's real TTL), and anything else under a
+//! counter's name (not an integer as the script writes it, another type)
+//! never makes a call fail: it reads as the number Lua makes of it, or 0,
+//! and is replaced by a count.
+
+use ratelimit::algorithm::Algorithm::{FixedWindow, SlidingWindow};
+use ratelimit::call::{DecisionCall, Op, ScriptCall};
+
+use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
+
+/// One decision of `identity` using `limits` once, on the plain test build
+/// (real TTLs); whether it was allowed, and the first key of the call.
+fn decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (bool, String) {
+    let limits = [limit(spec, Op::Use(1))];
+    let call = ScriptCall::new("t", T0, &[DecisionCall { identity, limits: &limits }]);
+    let sha = f.plain_sha.clone();
+    let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
+    (got[0][0].allowed, call.keys[0].clone())
+}
+
+fn value_and_ttl(f: &mut Fixture, key: &str) -> (Option<String>, i64) {
+    let value: Option<String> = redis::cmd("GET").arg(key).query(&mut f.conn).unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut f.conn).unwrap();
+    (value, ttl)
+}
+
+#[test]
+fn a_count_raised_again_keeps_the_ttl_it_was_created_with() {
+    let mut f = Fixture::new();
+    for algorithm in [SlidingWindow, FixedWindow] {
+        let s = spec(algorithm, 5, 60_000, 5);
+        let identity = algorithm.name();
+        let (_, key) = decide(&mut f, identity, s);
+        let (value, created) = value_and_ttl(&mut f, &key);
+        assert_eq!(value.as_deref(), Some("1"), "{key}");
+        assert!(created > 0 && created <= max_ttl(&s), "{key}: PTTL {created}");
+        for n in 2..=5 {
+            assert!(decide(&mut f, identity, s).0, "{key}: use {n} of 5");
+        }
+        let (value, kept) = value_and_ttl(&mut f, &key);
+        assert_eq!(value.as_deref(), Some("5"), "{key}");
+        assert!(kept > 0 && kept <= created, "{key}: PTTL {kept} after {created}");
+        assert!(!decide(&mut f, identity, s).0, "{key}: the sixth use");
+        assert_eq!(value_and_ttl(&mut f, &key).0.as_deref(), Some("5"), "{key}: a denial wrote");
+    }
+}
+
+#[test]
+fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
+    let s = spec(SlidingWindow, 1000, 60_000, 1000);
+    // (stored, the count after one use)
+    let cases = [("41", "42"), ("5.5", "6"), ("007", "8"), (" 3", "4"), ("1e2", "101"), ("abc", "1"), ("", "1")];
+    for (stored, after) in cases {
+        let mut f = Fixture::new();
+        let key = decide(&mut f, "probe", s).1;
+        let _: () = redis::cmd("SET").arg(&key).arg(stored).arg("PX").arg(600_000).query(&mut f.conn).unwrap();
+        assert!(decide(&mut f, "probe", s).0, "stored {stored:?}");
+        let (value, ttl) = value_and_ttl(&mut f, &key);
+        assert_eq!(value.as_deref(), Some(after), "stored {stored:?}");
+        assert!(ttl > 0, "stored {stored:?}: PTTL {ttl}");
+    }
+    // A negative count would report more than the limit remaining: the
+    // filter refuses such a reply as a store failure (its rule's policy).
+    let mut f = Fixture::new();
+    let key = decide(&mut f, "probe", s).1;
+    let _: () = redis::cmd("SET").arg(&key).arg("-7").arg("PX").arg(600_000).query(&mut f.conn).unwrap();
+    let limits = [limit(s, Op::Use(1))];
+    let call = ScriptCall::new("t", T0, &[DecisionCall { identity: "probe", limits: &limits }]);
+    let sha = f.plain_sha.clone();
+    let err = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap_err();
+    assert_eq!(err, "malformed store reply: impossible decision values");
+    // Another type under the name: read as absent, replaced by a new count.
+    let mut f = Fixture::new();
+    let key = decide(&mut f, "probe", s).1;
+    let _: () = redis::cmd("DEL").arg(&key).query(&mut f.conn).unwrap();
+    let _: i64 = redis::cmd("ZADD").arg(&key).arg(1).arg("m").query(&mut f.conn).unwrap();
+    assert!(decide(&mut f, "probe", s).0);
+    let (value, ttl) = value_and_ttl(&mut f, &key);
+    assert_eq!(value.as_deref(), Some("1"));
+    assert!(ttl > 0 && ttl <= max_ttl(&s), "PTTL {ttl}");
+}
