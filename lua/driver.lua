@@ -1,17 +1,19 @@
--- Driver, protocol v2: a batch of decisions in one atomic call. Each
+-- Driver, protocol v3: a batch of decisions in one atomic call. Each
 -- decision covers limits of ONE client; decisions run in order, each seeing
 -- the writes of those before it.
 --
 -- KEYS: per decision, per limit, in order: sliding_window two (current,
 --       previous window), every other algorithm one.
 -- ARGV: now (the caller's clock, ms), S, then S specs of 4: code (sw, fw,
---       tb, sl, gc), limit, window_ms, burst; then D, then per decision: L,
+--       tb, sl, gc), limit, window_ms, burst; then H, then H shapes: L,
 --       then L limits of 4: spec (1-based index into the specs), op, amount,
---       offset. The test build appends its clock (CLOCK_ARGS).
+--       offset; then D, then per decision its shape (1-based index into the
+--       shapes: what it does with which limits, written once however many
+--       decisions do the same). The test build appends its clock (CLOCK_ARGS).
 --       op u: use (consume amount if the whole decision admits);
 --       op k: check (allowed iff amount units remain; writes nothing);
 --       op g: charge (add amount unconditionally, into debt if need be).
---       A decision is request-time (u and k) or a charge (only g); g on sl
+--       A shape is request-time (u and k) or a charge (only g); g on sl
 --       is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
 -- Reply: per decision, per limit: allowed (1/0), remaining, reset_ms,
 --       retry_after_ms (0 when allowed; -1 when amount can never fit).
@@ -23,13 +25,13 @@
 --
 -- Redis's cost is per command, so the counters and states (every key but
 -- sliding_log's) are read by ONE MGET for the whole batch and written at
--- the end by one command per key, with the batch's last value: a later
--- decision reads an earlier one's write from `val`. A count that existed
--- is raised by INCRBY, which keeps its TTL: sw and fw give a key the same
+-- the end by one command per key: a later decision reads what earlier ones
+-- wrote from `val`. A count the key held is raised by INCRBY, by the sum
+-- the batch added, which keeps its TTL: sw and fw give a key the same
 -- expiry on every write (the end of its window, plus one window for sw),
 -- so the first write's stands, and an integer reply costs Redis less than
--- SET's status. New keys, and tb and gc (their TTL moves), are SET with
--- PX. sliding_log reads and writes its sorted set as it goes.
+-- SET's status. New keys, and tb and gc states (their TTL moves), are SET
+-- with PX. sliding_log reads and writes its sorted set as it goes.
 --
 -- Debt caps (so every reply is bounded): a token bucket's tokens never go
 -- below -capacity and a GCRA's TAT never more than one tolerance past the
@@ -40,7 +42,7 @@
 -- <= 2 x window; fw and sl <= window; tb and gc <= ceil(2 x burst x window /
 -- limit); remaining <= limit (burst for tb and gc); all <= 2^53 - 1.
 
-local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64
+local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64 -- at most MAX_DECISIONS shapes too
 local MGET_CHUNK = 4000 -- keys per MGET: unpack stays below the ~8000 of Lua
 local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
 local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
@@ -49,8 +51,8 @@ local function bad(msg)
   return redis.error_reply('ERR ratelimit: ' .. msg)
 end
 
-local function bad_limit(d, i, msg)
-  return bad('decision ' .. d .. ' limit ' .. i .. ': ' .. msg)
+local function bad_limit(h, i, msg)
+  return bad('shape ' .. h .. ' limit ' .. i .. ': ' .. msg)
 end
 
 local nargs = #argv - CLOCK_ARGS
@@ -119,68 +121,61 @@ for s = 1, S do
   a = a + 4
 end
 
--- Every decision and limit, validated before any key is touched.
-local D = posint(argv[a])
-if D == nil or D > MAX_DECISIONS then
-  return bad('the decision count must be an integer from 1 to ' .. MAX_DECISIONS)
+-- Every shape, limit and decision, validated before any key is touched.
+-- A shape's limits are kept parsed in flat lists (ls spec, lo op, la
+-- amount, lf offset), shape h's from hx[h] + 1 on, hl[h] of them; hk[h]
+-- keys. Shapes are few: the work per decision is a lookup.
+local H = posint(argv[a])
+if H == nil or H > MAX_DECISIONS then
+  return bad('the shape count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
 a = a + 1
-local first = a -- where the decisions start: the loop below reads them again
-local keys_needed, needs_clock, has_strings = 0, false, false
-for d = 1, D do
-  -- Cheap on the common path: a count or an amount of '1' and an offset of
-  -- '0' are compared, not parsed (tonumber is the costly part here).
-  local L = argv[a]
-  if L == '1' then
-    L = 1
-  else
-    L = tonumber(L)
-    if not (L and L >= 1 and L <= MAX_LIMITS and L % 1 == 0) then
-      return bad('decision ' .. d .. ': the limit count must be an integer from 1 to ' .. MAX_LIMITS)
-    end
-  end
-  if a + 4 * L > nargs then
+local hx, hl, hk, hg, shape = {}, {}, {}, {}, {}
+local ls, lo, la, lf = {}, {}, {}, {}
+local n, needs_clock, has_strings = 0, false, false
+for h = 1, H do
+  local L = posint(argv[a])
+  if L == nil or L > MAX_LIMITS then
+    return bad('shape ' .. h .. ': the limit count must be an integer from 1 to ' .. MAX_LIMITS)
+  elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  local charge = argv[a + 2] == 'g'
+  local charge, nk = argv[a + 2] == 'g', 0
+  hx[h], hl[h], hg[h] = n, L, charge
   for i = 1, L do
     local s = index[argv[a + 1]]
-    local c, op, amount, offset = code[s], argv[a + 2], argv[a + 3], argv[a + 4]
+    local c, op, amount, offset = code[s], argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
     if c == nil then
-      return bad_limit(d, i, 'spec must be an index into the specs')
+      return bad_limit(h, i, 'spec must be an index into the specs')
     elseif op ~= 'u' and op ~= 'k' and op ~= 'g' then
-      return bad_limit(d, i, 'op must be u, k or g')
-    elseif (op == 'g') ~= charge then
-      return bad_limit(d, i, 'a decision is either u and k or only g')
-    elseif charge and c == 'sl' then
-      return bad_limit(d, i, 'g is impossible on sl')
-    end
-    if amount == '1' then
-      amount = 1
-    else
-      amount = tonumber(amount)
-      if not (amount and amount >= 1 and amount * win[s] < MAX_EXACT and amount % 1 == 0) then
-        if posint(amount) then
-          return bad_limit(d, i, 'amount times window is too large')
-        end
-        return bad_limit(d, i, 'amount must be a positive integer')
+      return bad_limit(h, i, 'op must be u, k or g')
+    elseif not (amount and amount >= 1 and amount * win[s] < MAX_EXACT and amount % 1 == 0) then
+      if posint(amount) then
+        return bad_limit(h, i, 'amount times window is too large')
       end
+      return bad_limit(h, i, 'amount must be a positive integer')
+    elseif (op == 'g') ~= charge then
+      return bad_limit(h, i, 'a shape is either u and k or only g')
+    elseif charge and c == 'sl' then
+      return bad_limit(h, i, 'g is impossible on sl')
     end
     if offset == '0' then
       offset = 0
     else
       offset = tonumber(offset)
       if offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
-        return bad_limit(d, i, 'offset must be an integer from 0 to window - 1')
+        return bad_limit(h, i, 'offset must be an integer from 0 to window - 1')
       elseif offset ~= 0 and c ~= 'fw' then
-        return bad_limit(d, i, 'offset applies to fw only')
+        return bad_limit(h, i, 'offset applies to fw only')
       end
     end
+    n = n + 1
+    ls[n], lo[n], la[n], lf[n] = s, op, amount, offset
     if c == 'sw' then
-      keys_needed = keys_needed + 2
+      nk = nk + 2
       has_strings = true
     else
-      keys_needed = keys_needed + 1
+      nk = nk + 1
       if c == 'fw' then
         has_strings = true
       else
@@ -190,14 +185,32 @@ for d = 1, D do
     end
     a = a + 4
   end
+  hk[h] = nk
+  shape[fmt('%d', h)] = h
   a = a + 1
 end
-if a - 1 ~= nargs then
-  return bad('expected ' .. (a - 1) .. ' arguments for these decisions')
+local D = posint(argv[a])
+if D == nil or D > MAX_DECISIONS then
+  return bad('the decision count must be an integer from 1 to ' .. MAX_DECISIONS)
+end
+a = a + 1
+if a + D - 1 ~= nargs then
+  return bad('expected ' .. (a + D - 1) .. ' arguments for these decisions')
+end
+local keys_needed = 0
+for d = 1, D do
+  local h = shape[argv[a]]
+  if h == nil then
+    return bad('decision ' .. d .. ': shape must be an index into the shapes')
+  end
+  keys_needed = keys_needed + hk[h]
+  a = a + 1
 end
 if #keys ~= keys_needed then
   return bad('expected ' .. keys_needed .. ' keys for these decisions')
 end
+-- Where the decisions' shapes are, to read them again below.
+local first = a - D
 
 -- sw and fw run on the caller's clock (the window index is in their keys);
 -- the others on Redis TIME, read once.
@@ -228,37 +241,20 @@ if has_strings then
 end
 
 local reply = {}
--- A decision's queued writes: key, value, and for string keys how to write
--- it (below); sl sets wz (its clock), its amount and window.
+-- A decision's queued writes: key, value, and for string keys its PX as
+-- text or false; sl sets wz (its clock), its amount and window.
 local wk, wv, wt, wz = {}, {}, {}, {}
--- The batch's writes to string keys, applied at the end: per key its last
--- value, and how: a PX as text (SET), or the count the key held (INCRBY by
--- the difference; only a number from an existing count).
-local val, how = {}, {}
+-- The batch's writes to string keys, applied at the end: in val, what sw
+-- and fw added to the count a key held (0 if none), or a tb or gc state;
+-- in px, the PX of those SET (new counts and every state).
+local val, px = {}, {}
 local k, r = 1, 0
-a = first
-for _ = 1, D do
-  -- Read again as validated above (a valid count of '1' is the same 1).
-  local L = argv[a]
-  if L == '1' then
-    L = 1
-  else
-    L = tonumber(L)
-  end
-  local nw, all, charge = 0, true, argv[a + 2] == 'g'
-  for _ = 1, L do
-    local s, op, amount, offset = index[argv[a + 1]], argv[a + 2], argv[a + 3], argv[a + 4]
-    if amount == '1' then
-      amount = 1
-    else
-      amount = tonumber(amount)
-    end
-    if offset == '0' then
-      offset = 0
-    else
-      offset = tonumber(offset)
-    end
-    a = a + 4
+for d = first, first + D - 1 do
+  local h = shape[argv[d]]
+  local x, nw, all, charge = hx[h], 0, true, hg[h]
+  for _ = 1, hl[h] do
+    x = x + 1
+    local s, op, amount, offset = ls[x], lo[x], la[x], lf[x]
     local c, limit, window = code[s], lim[s], win[s]
     local allowed, remaining, reset, retry
     if c == 'sw' then
@@ -278,43 +274,35 @@ for _ = 1, D do
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
     r = r + 4
   end
-  a = a + 1
   if all or charge then
     for w = 1, nw do
       local key = wk[w]
       if wz[w] then
         --@include sliding_log_write.lua
       else
-        -- A count's first base stands; a PX is always the latest.
-        local t = wt[w]
-        if how[key] == nil or type(t) == 'string' then
-          how[key] = t
-        end
         val[key] = wv[w]
+        if wt[w] then
+          px[key] = wt[w]
+        end
       end
     end
   end
 end
 -- Any order: the call is atomic.
 for key, v in pairs(val) do
-  local t = how[key]
-  if type(t) == 'number' then
-    local by = v - t
-    if by == 1 then
-      by = '1'
-    else
-      by = fmt('%d', by)
-    end
-    -- Fails only on what this script never writes (not an integer, another
-    -- type): then SET replaces it, keeping its TTL.
-    if try('INCRBY', key, by) ~= v then
-      call('SET', key, fmt('%d', v), 'KEEPTTL')
-    end
-  else
+  local t = px[key]
+  if t then
     if type(v) == 'number' then
       v = fmt('%d', v)
     end
     call('SET', key, v, 'PX', t)
+  else
+    local by = v == 1 and '1' or fmt('%d', v)
+    if type(try('INCRBY', key, by)) ~= 'number' then
+      -- Not an integer as this script writes one ('5.5', '007'): what Lua
+      -- read it as, plus the sum, replaces it; its TTL stands.
+      call('SET', key, fmt('%d', (tonumber(call('GET', key)) or 0) + v), 'KEEPTTL')
+    end
   end
 end
 return reply

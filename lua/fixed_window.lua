@@ -5,7 +5,8 @@
 -- (A fragment of the driver's loop.)
 local key = keys[k]
 local held = tonumber(got[k]) -- nil when absent
-local count = val[key] or held or 0
+local base = held or 0
+local count = base + (val[key] or 0)
 local elapsed = now % window
 if elapsed >= window - offset then
   elapsed = elapsed - (window - offset)
@@ -13,9 +14,9 @@ else
   elapsed = elapsed + offset
 end
 reset = window - elapsed
-local write = held -- INCRBY from the count held, or SET with PX
+local px = false -- a count held: raised by INCRBY, its TTL stands
 if not held then
-  write = fmt('%d', reset)
+  px = fmt('%d', reset)
 end
 if op == 'g' then
   count = count + amount
@@ -23,7 +24,7 @@ if op == 'g' then
     count = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, count, write, false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, count - base, px, false
   amount = 1 -- then reported as a check of one unit
 end
 if count + amount <= limit then
@@ -31,7 +32,7 @@ if count + amount <= limit then
   if op == 'u' then
     count = count + amount
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, count, write, false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, count - base, px, false
   end
 else
   allowed = false

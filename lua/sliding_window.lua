@@ -11,17 +11,21 @@
 -- in it has the same now, so the same window): only read from got.
 local key = keys[k]
 local held = tonumber(got[k]) -- nil when absent
-local cur = val[key] or held or 0
+local base = held or 0
+local cur = base + (val[key] or 0)
 local prev = tonumber(got[k + 1]) or 0
 local elapsed, ttl = p1[s], p2[s]
-local write = held or p3[s] -- INCRBY from the count held, or SET with PX
+local px = false -- a count held: raised by INCRBY, its TTL stands
+if not held then
+  px = p3[s]
+end
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then
     cur = TOP
   end
   nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, cur, write, false
+  wk[nw], wv[nw], wt[nw], wz[nw] = key, cur - base, px, false
   amount = 1 -- then reported as a check of one unit
 end
 -- room: what the estimate leaves, x window. Exact whenever it is >= 0;
@@ -33,7 +37,7 @@ if room >= amount * window then
     cur = cur + amount
     room = room - amount * window
     nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, cur, write, false
+    wk[nw], wv[nw], wt[nw], wz[nw] = key, cur - base, px, false
   end
 else
   allowed = false

@@ -1,13 +1,15 @@
-//! The decision script's protocol (v2) on the Rust side, and its only
+//! The decision script's protocol (v3) on the Rust side, and its only
 //! owner here: the KEYS and ARGV of one call carrying a batch of
 //! decisions, and the decoding of its reply. The script's side is the
 //! header of `lua/driver.lua`.
 //!
 //! KEYS: per decision, per limit: sliding_window two keys (current and
 //! previous window), every other algorithm one (see `keys`).
-//! ARGV: `now`, `S`, S specs × (`code`, `limit`, `window_ms`, `burst`), `D`,
-//! then per decision `L` and L limits × (`spec` (1-based), `op` (`u`, `k`,
-//! `g`), `amount`, `offset`).
+//! ARGV: `now`, `S`, S specs × (`code`, `limit`, `window_ms`, `burst`), `H`,
+//! H shapes × (`L`, L limits × (`spec` (1-based), `op` (`u`, `k`, `g`),
+//! `amount`, `offset`)), `D`, then per decision its shape (1-based): a
+//! batch of decisions doing the same sends what they do once (the script
+//! reads and checks fewer arguments).
 //! Reply: per decision, per limit, `allowed`, `remaining`, `reset_ms`,
 //! `retry_after_ms` (-1: the amount can never fit).
 
@@ -107,11 +109,11 @@ impl ScriptCall {
         }
         let mut call = ScriptCall {
             keys: Vec::with_capacity(limits * 2),
-            args: Vec::with_capacity(3 + specs.len() * 4 + decisions.len() + limits * 4),
+            args: Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4),
             bounds: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
         };
-        let args = &mut call.args;
+        let mut args = Vec::with_capacity(call.args.capacity());
         args.push(now_ms.to_string());
         args.push(specs.len().to_string());
         for s in &specs {
@@ -120,20 +122,39 @@ impl ScriptCall {
             args.push(s.window_ms.to_string());
             args.push(s.burst.to_string());
         }
-        args.push(decisions.len().to_string());
+        // A decision's shape: its limits' arguments (with their count in
+        // front), sent once for every decision doing the same.
+        let mut shapes: Vec<Vec<String>> = Vec::new();
+        let mut picks: Vec<String> = Vec::with_capacity(decisions.len());
         for d in decisions {
-            args.push(d.limits.len().to_string());
+            let mut shape = Vec::with_capacity(1 + d.limits.len() * 4);
+            shape.push(d.limits.len().to_string());
             for l in d.limits {
                 let index = specs.iter().position(|s| *s == l.spec).unwrap_or(0);
-                args.push((index + 1).to_string());
-                args.push(l.op.code().to_string());
-                args.push(l.op.amount().to_string());
-                args.push(l.offset_ms.unwrap_or(0).to_string());
+                shape.push((index + 1).to_string());
+                shape.push(l.op.code().to_string());
+                shape.push(l.op.amount().to_string());
+                shape.push(l.offset_ms.unwrap_or(0).to_string());
                 limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, now_ms);
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
             call.sizes.push(d.limits.len());
+            let pick = match shapes.iter().position(|s| *s == shape) {
+                Some(i) => i,
+                None => {
+                    shapes.push(shape);
+                    shapes.len() - 1
+                }
+            };
+            picks.push((pick + 1).to_string());
         }
+        args.push(shapes.len().to_string());
+        for shape in shapes {
+            args.extend(shape);
+        }
+        args.push(decisions.len().to_string());
+        args.extend(picks);
+        call.args = args;
         call
     }
 

@@ -23,7 +23,8 @@ fn one_decision_of_two_limits_makes_one_call_with_all_their_keys() {
         call.args,
         [
             "90000", "2", "sw", "100", "60000", "100", "fw", "10000", "86400000", "10000", // now, the specs
-            "1", "2", "1", "u", "1", "0", "2", "u", "1", "0", // one decision of two limits
+            "1", "2", "1", "u", "1", "0", "2", "u", "1", "0", // one shape of two limits
+            "1", "1", // one decision, of shape 1
         ]
     );
     assert_eq!(call.decisions(), 1);
@@ -47,12 +48,36 @@ fn a_batch_shares_equal_specs_and_keeps_each_decision_in_order() {
         call.args,
         [
             "60000", "2", "sw", "100", "60000", "100", "tb", "3", "1000", "5", // two specs, the bucket once
-            "2", // two decisions
-            "2", "1", "k", "5", "0", "2", "u", "2", "0", // a: check the minute, use the bucket
-            "1", "2", "g", "7", "0", // b: charge the bucket
+            "2", // two shapes
+            "2", "1", "k", "5", "0", "2", "u", "2", "0", // check the minute, use the bucket
+            "1", "2", "g", "7", "0", // charge the bucket
+            "2", "1", "2", // two decisions: a of shape 1, b of shape 2
         ]
     );
     assert_eq!(call.decisions(), 2);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn decisions_doing_the_same_send_it_once_as_one_shape() {
+    let one = [limit(MINUTE, Op::Use(1))];
+    let three = [limit(MINUTE, Op::Use(3))];
+    let ids = ["a", "b", "a", "c"];
+    let limits = [&one, &one, &three, &one];
+    let decisions: Vec<DecisionCall> =
+        ids.iter().zip(limits).map(|(identity, limits)| DecisionCall { identity, limits }).collect();
+    let call = ScriptCall::new("rl", 60_000, &decisions);
+    assert_eq!(
+        call.args[6..],
+        [
+            "2", // two shapes
+            "1", "1", "u", "1", "0", // use 1
+            "1", "1", "u", "3", "0", // use 3
+            "4", "1", "1", "2", "1", // four decisions
+        ]
+    );
+    assert_eq!(call.keys.len(), 8, "keys stay per decision");
+    assert_eq!(call.reply_len(), 16);
 }
 
 #[test]
@@ -63,7 +88,7 @@ fn a_shifted_fixed_window_has_its_own_key_and_sends_its_offset() {
     let call = ScriptCall::new("rl", 82_800_000, &[DecisionCall { identity: "k", limits: &limits }]);
     assert_eq!(call.keys, ["rl:{k}:api:fo:86400000:1"]);
     assert_eq!(call.args[2..6], ["fw", "10000", "86400000", "10000"]);
-    assert_eq!(call.args[6..], ["1", "1", "1", "u", "1", "3600000"]);
+    assert_eq!(call.args[6..], ["1", "1", "1", "u", "1", "3600000", "1", "1"]);
 }
 
 fn two_decisions() -> ScriptCall {

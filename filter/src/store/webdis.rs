@@ -120,16 +120,17 @@ fn decode(status: Option<u32>, body: &[u8], command: &str) -> Result<Value, Stor
 
 /// An upper bound of the bytes one decision adds to an EVALSHA body:
 /// its keys percent-encoded (`{`, `}` and `:` take three bytes; the
-/// identity is already escaped to unreserved bytes) and its arguments, plus
-/// a spec-table entry for each of its limits (the batch may be the first to
-/// use that spec).
+/// identity is already escaped to unreserved bytes), its shape index, and
+/// its shape and a spec-table entry for each of its limits (the batch may
+/// be the first to do that, or use that spec).
 pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)]) -> usize {
     // Per key: braces and 4 colons encoded, a code, a window and an index of up to 20 digits each.
     const KEY_EXTRA: usize = 6 * 3 + 2 + 20 + 20 + 2;
     // Per limit: spec index, op, amount, offset and their slashes; a spec entry.
     const LIMIT_ARGS: usize = 4 + 3 + 1 + 20 + 20 + 4 * 20;
     let key = domain.len() + identity.len() + KEY_EXTRA;
-    4 + limits
+    // Its shape's index and limit count, with their slashes.
+    8 + limits
         .iter()
         .map(|(rule, spec)| {
             let keys = if spec.algorithm == crate::algorithm::Algorithm::SlidingWindow { 2 } else { 1 };
@@ -139,8 +140,8 @@ pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)])
 }
 
 /// Bytes of an EVALSHA body before its decisions: the command, the SHA-1,
-/// the key count, now and the counts.
-pub const BODY_HEAD: usize = 8 + 40 + 4 * 21;
+/// the key count, now and the counts (specs, shapes, decisions).
+pub const BODY_HEAD: usize = 8 + 40 + 5 * 21;
 
 /// Refuses a configuration whose largest decision would not fit webdis's
 /// body bound alone: every rule of one key group matching, the longest
@@ -186,7 +187,10 @@ mod tests {
         let body = String::from_utf8(req.body).unwrap();
         assert_eq!(
             body,
-            format!("EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1/1/1/u/1/0", sha1_hex())
+            format!(
+                "EVALSHA/{}/1/rl%3A%7B1.2.3.4%7D%3Aapi%3Afw%3A1000%3A5/5000/1/fw/5/1000/5/1/1/1/u/1/0/1/1",
+                sha1_hex()
+            )
         );
         assert_eq!((req.method, req.path), ("POST", "/"));
     }
@@ -276,6 +280,16 @@ mod tests {
         let now = 9_999_999_999_999;
         let one = evalsha(&ScriptCall::new("domain.x", now, &[decision])).body.len();
         let bound: Vec<(&str, LimitSpec)> = specs.iter().map(|s| ("a-long-rule-name", *s)).collect();
-        assert!(one <= BODY_HEAD + decision_size("domain.x", &identity, &bound), "{one}");
+        let size = decision_size("domain.x", &identity, &bound);
+        assert!(one <= BODY_HEAD + size, "{one}");
+        // Many decisions, each of its own shape (a charge of its own amount).
+        let mut charges: Vec<Vec<LimitCall>> = Vec::new();
+        for i in 0..300 {
+            charges.push(limits.iter().map(|l| LimitCall { op: Op::Charge(1_000_000_000 + i), ..*l }).collect());
+        }
+        let batch: Vec<DecisionCall> =
+            charges.iter().map(|c| DecisionCall { identity: &identity, limits: c }).collect();
+        let many = evalsha(&ScriptCall::new("domain.x", now, &batch)).body.len();
+        assert!(many <= BODY_HEAD + 300 * size, "{many}");
     }
 }

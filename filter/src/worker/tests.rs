@@ -94,14 +94,22 @@ impl FakeHost {
         self.sent.borrow()[n].0
     }
 
-    /// How many decisions the n-th EVALSHA carries (ARGV after the spec table).
+    /// How many decisions the n-th EVALSHA carries (ARGV after the spec
+    /// and shape tables).
     fn decisions_in(&self, n: usize) -> usize {
         let body = self.body(n);
         let parts: Vec<&str> = body.split('/').collect();
         let keys: usize = parts[2].parse().unwrap();
         let argv = &parts[3 + keys..];
         let specs: usize = argv[1].parse().unwrap();
-        argv[2 + specs * 4].parse().unwrap()
+        let mut at = 2 + specs * 4;
+        let shapes: usize = argv[at].parse().unwrap();
+        at += 1;
+        for _ in 0..shapes {
+            let limits: usize = argv[at].parse().unwrap();
+            at += 1 + limits * 4;
+        }
+        argv[at].parse().unwrap()
     }
 }
 

@@ -35,7 +35,9 @@ fn refused(f: &mut Fixture, call: &ScriptCall, now: u64) -> String {
 fn every_bad_argument_is_named_and_changes_nothing() {
     let mut f = Fixture::new();
     f.run_call(&good_call(T0), T0).unwrap();
-    assert_eq!(good_call(T0).args.len(), 25, "the layout the indices below assume");
+    assert_eq!(good_call(T0).args.len(), 28, "the layout the indices below assume");
+    // ARGV: 0 now, 1 S, 2-5 spec 1, 6-9 spec 2, 10 H, 11-19 shape 1 (two
+    // limits), 20-24 shape 2, 25 D, 26-27 the decisions' shapes.
     // (index in ARGV from 0, value, message)
     let cases: &[(usize, &str, &str)] = &[
         (0, "-5", "now must be a non-negative integer"),
@@ -53,29 +55,39 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (9, "inf", "spec 2: burst must be a positive integer"),
         (7, "10000000000000", "spec 2: limit or burst times window is too large"),
         (9, "10000000000000", "spec 2: limit or burst times window is too large"),
-        (10, "0", "the decision count must be an integer from 1 to 256"),
-        (10, "257", "the decision count must be an integer from 1 to 256"),
-        (11, "0", "decision 1: the limit count must be an integer from 1 to 64"),
-        (11, "65", "decision 1: the limit count must be an integer from 1 to 64"),
-        (21, "0", "decision 2 limit 1: spec must be an index into the specs"),
-        (21, "3", "decision 2 limit 1: spec must be an index into the specs"),
-        (22, "x", "decision 2 limit 1: op must be u, k or g"),
-        (22, "U", "decision 2 limit 1: op must be u, k or g"),
-        (23, "nan", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "inf", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "-inf", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "-1", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "0", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "abc", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "1.5", "decision 2 limit 1: amount must be a positive integer"),
-        (23, "10000000000000", "decision 2 limit 1: amount times window is too large"),
-        (24, "-1", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
-        (24, "1000", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
-        (24, "1.5", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
-        (24, "nan", "decision 2 limit 1: offset must be an integer from 0 to window - 1"),
-        (24, "5", "decision 2 limit 1: offset applies to fw only"),
-        (15, "5", "decision 1 limit 1: offset applies to fw only"),
-        (17, "g", "decision 1 limit 2: a decision is either u and k or only g"),
+        (10, "0", "the shape count must be an integer from 1 to 256"),
+        (10, "257", "the shape count must be an integer from 1 to 256"),
+        (10, "3", "too few arguments"),
+        (11, "0", "shape 1: the limit count must be an integer from 1 to 64"),
+        (11, "65", "shape 1: the limit count must be an integer from 1 to 64"),
+        (21, "0", "shape 2 limit 1: spec must be an index into the specs"),
+        (21, "3", "shape 2 limit 1: spec must be an index into the specs"),
+        (21, "1.0", "shape 2 limit 1: spec must be an index into the specs"),
+        (22, "x", "shape 2 limit 1: op must be u, k or g"),
+        (22, "U", "shape 2 limit 1: op must be u, k or g"),
+        (23, "nan", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "inf", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "-inf", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "-1", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "0", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "abc", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "1.5", "shape 2 limit 1: amount must be a positive integer"),
+        (23, "10000000000000", "shape 2 limit 1: amount times window is too large"),
+        (24, "-1", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1000", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "1.5", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "nan", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
+        (24, "5", "shape 2 limit 1: offset applies to fw only"),
+        (15, "5", "shape 1 limit 1: offset applies to fw only"),
+        (17, "g", "shape 1 limit 2: a shape is either u and k or only g"),
+        (25, "0", "the decision count must be an integer from 1 to 256"),
+        (25, "257", "the decision count must be an integer from 1 to 256"),
+        (25, "3", "expected 29 arguments for these decisions"),
+        (25, "1", "expected 27 arguments for these decisions"),
+        (26, "3", "decision 1: shape must be an index into the shapes"),
+        (27, "0", "decision 2: shape must be an index into the shapes"),
+        (27, "02", "decision 2: shape must be an index into the shapes"),
+        (27, "1", "expected 6 keys for these decisions"),
     ];
     for &(at, value, message) in cases {
         let mut call = good_call(T0 + 1);
@@ -93,11 +105,14 @@ fn malformed_calls_are_refused() {
     call.keys.pop();
     assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 5 keys for these decisions"));
     let mut call = good_call(T0);
-    call.args.pop();
+    call.args.truncate(15);
     assert!(refused(&mut f, &call, T0).contains("ratelimit: too few arguments"));
     let mut call = good_call(T0);
+    call.args.pop();
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 28 arguments for these decisions"));
+    let mut call = good_call(T0);
     call.args.push("1".into());
-    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 25 arguments for these decisions"));
+    assert!(refused(&mut f, &call, T0).contains("ratelimit: expected 28 arguments for these decisions"));
 }
 
 #[test]
@@ -109,12 +124,12 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
         refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
-    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g"), "{mixed}");
     let mixed = refuse(&mut f, &[limit(fw, Op::Charge(1)), limit(fw, Op::Check(1))]);
-    assert!(mixed.contains("ratelimit: decision 1 limit 2: a decision is either u and k or only g"), "{mixed}");
+    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g"), "{mixed}");
     let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
     let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
-    assert!(on_log.contains("ratelimit: decision 1 limit 1: g is impossible on sl"), "{on_log}");
+    assert!(on_log.contains("ratelimit: shape 1 limit 1: g is impossible on sl"), "{on_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
     let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
     assert!(too_big.contains("ratelimit: spec 1: sliding_log limit is at most 10000"), "{too_big}");

@@ -78,8 +78,8 @@ fn the_webdis_call_is_what_webdis_expects() {
     let get = |n: &str| headers.text(n);
     assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
     let args = call.request.args();
-    // Protocol v2: one key; now, one spec (fw, 5, 1 h, burst 5), one
-    // decision of one limit: spec 1, use 1, offset 0.
+    // Protocol v3: one key; now, one spec (fw, 5, 1 h, burst 5), one shape
+    // of one limit: spec 1, use 1, offset 0; one decision of shape 1.
     assert_eq!(
         args[1..],
         [
@@ -96,7 +96,9 @@ fn the_webdis_call_is_what_webdis_expects() {
             "1",
             "u",
             "1",
-            "0"
+            "0",
+            "1",
+            "1"
         ]
     );
 }
