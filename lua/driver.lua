@@ -68,14 +68,19 @@ if nargs < 3 + 4 * S then
   return bad('too few arguments')
 end
 
+-- Lua in Redis pays for every table it makes and every slot it adds (an
+-- allocation, and the collector's work after it), and for every tonumber
+-- and string.format: this part, run once per call, keeps to few tables,
+-- presized where one entry is the common case, and a call of 16 decisions
+-- spends most of its time on the decisions.
+
 -- The spec table, validated once, with what every decision on a spec
--- shares, computed once: for tb and gc the tolerance (burst x window units)
--- and the debt cap as (whole ms, remainder in 1/limit ms) in p1..p4; for sw
--- the elapsed part of the window and the TTL of its writes (also as text).
-local code, lim, win, bur = {}, {}, {}, {}
-local p1, p2, p3, p4 = {}, {}, {}, {}
--- A spec by its index as the caller writes it, 1 to S: looked up, not parsed.
-local index = {}
+-- shares, computed once: spec s has the 8 slots from 8 x (s - 1): code,
+-- limit, window, burst, then p1..p4: for tb and gc the tolerance (burst x
+-- window units) and the debt cap as (whole ms, remainder in 1/limit ms);
+-- for sw the elapsed part of the window, the TTL of its writes, and that
+-- TTL as text once a new key needs it (false until then).
+local sp = { false, false, false, false, false, false, false, false }
 local a = 3
 for s = 1, S do
   local c, limit, window, burst = argv[a], posint(argv[a + 1]), posint(argv[a + 2]), posint(argv[a + 3])
@@ -92,8 +97,9 @@ for s = 1, S do
   elseif c == 'sl' and limit > SLIDING_LOG_MAX then
     return bad('spec ' .. s .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
   end
-  code[s], lim[s], win[s], bur[s] = c, limit, window, burst
-  index[fmt('%d', s)] = s
+  local o = 8 * s - 8
+  sp[o + 1], sp[o + 2], sp[o + 3], sp[o + 4] = c, limit, window, burst
+  sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8] = false, false, false, false
   if c == 'sw' then
     local elapsed = now % window
     -- Until the NEXT window ends this window's key is read as "previous".
@@ -101,12 +107,11 @@ for s = 1, S do
     if ttl > TOP then
       ttl = TOP
     end
-    p1[s], p2[s], p3[s] = elapsed, ttl, fmt('%d', ttl)
+    sp[o + 5], sp[o + 6] = elapsed, ttl
   elseif c == 'tb' or c == 'gc' then
     local tol = burst * window
     local q = floor(tol / limit)
     local r = tol - q * limit
-    p1[s], p2[s] = q, r
     -- The cap: min(2 x tolerance, 2^53 - 1 ms); past 2^53 only compared.
     -- (2 x tolerance < 2^54 units: at TOP ms its remainder is 0.)
     local c2, r2 = 2 * q, 2 * r
@@ -116,22 +121,23 @@ for s = 1, S do
     if c2 > TOP then
       c2, r2 = TOP, 0
     end
-    p3[s], p4[s] = c2, r2
+    sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8] = q, r, c2, r2
   end
   a = a + 4
 end
 
 -- Every shape, limit and decision, validated before any key is touched.
--- A shape's limits are kept parsed in flat lists (ls spec, lo op, la
--- amount, lf offset), shape h's from hx[h] + 1 on, hl[h] of them; hk[h]
--- keys. Shapes are few: the work per decision is a lookup.
+-- Shape h has the 4 slots from 4 x (h - 1) in hs: where its limits start
+-- in lq (less one), how many, its keys, whether it charges; each limit the
+-- 4 slots from 4 x (its number - 1) in lq: spec, op, amount, offset.
+-- Shapes are few: the work per decision is a lookup in `shape`, which maps
+-- the text of a shape index to the index, filled as decisions use them.
 local H = posint(argv[a])
 if H == nil or H > MAX_DECISIONS then
   return bad('the shape count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
 a = a + 1
-local hx, hl, hk, hg, shape = {}, {}, {}, {}, {}
-local ls, lo, la, lf = {}, {}, {}, {}
+local hs, lq, shape = { false, false, false, false }, { false, false, false, false }, {}
 local n, needs_clock, has_strings = 0, false, false
 for h = 1, H do
   local L = posint(argv[a])
@@ -140,16 +146,18 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  local charge, nk = argv[a + 2] == 'g', 0
-  hx[h], hl[h], hg[h] = n, L, charge
+  local charge, nk, at = argv[a + 2] == 'g', 0, 4 * h - 4
+  hs[at + 1], hs[at + 2], hs[at + 4] = 4 * n, L, charge
   for i = 1, L do
-    local s = index[argv[a + 1]]
-    local c, op, amount, offset = code[s], argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
-    if c == nil then
+    local s = tonumber(argv[a + 1])
+    if not (s and s >= 1 and s <= S and s % 1 == 0) then
       return bad_limit(h, i, 'spec must be an index into the specs')
-    elseif op ~= 'u' and op ~= 'k' and op ~= 'g' then
+    end
+    local c, window = sp[8 * s - 7], sp[8 * s - 5]
+    local op, amount, offset = argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
+    if op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(h, i, 'op must be u, k or g')
-    elseif not (amount and amount >= 1 and amount * win[s] < MAX_EXACT and amount % 1 == 0) then
+    elseif not (amount and amount >= 1 and amount * window < MAX_EXACT and amount % 1 == 0) then
       if posint(amount) then
         return bad_limit(h, i, 'amount times window is too large')
       end
@@ -163,14 +171,14 @@ for h = 1, H do
       offset = 0
     else
       offset = tonumber(offset)
-      if offset == nil or not (offset >= 0 and offset < win[s]) or offset % 1 ~= 0 then
+      if offset == nil or not (offset >= 0 and offset < window) or offset % 1 ~= 0 then
         return bad_limit(h, i, 'offset must be an integer from 0 to window - 1')
       elseif offset ~= 0 and c ~= 'fw' then
         return bad_limit(h, i, 'offset applies to fw only')
       end
     end
+    lq[4 * n + 1], lq[4 * n + 2], lq[4 * n + 3], lq[4 * n + 4] = s, op, amount, offset
     n = n + 1
-    ls[n], lo[n], la[n], lf[n] = s, op, amount, offset
     if c == 'sw' then
       nk = nk + 2
       has_strings = true
@@ -185,8 +193,7 @@ for h = 1, H do
     end
     a = a + 4
   end
-  hk[h] = nk
-  shape[fmt('%d', h)] = h
+  hs[at + 3] = nk
   a = a + 1
 end
 local D = posint(argv[a])
@@ -199,11 +206,16 @@ if a + D - 1 ~= nargs then
 end
 local keys_needed = 0
 for d = 1, D do
-  local h = shape[argv[a]]
+  local text = argv[a]
+  local h = shape[text]
   if h == nil then
-    return bad('decision ' .. d .. ': shape must be an index into the shapes')
+    h = tonumber(text)
+    if not (h and h >= 1 and h <= H and h % 1 == 0) then
+      return bad('decision ' .. d .. ': shape must be an index into the shapes')
+    end
+    shape[text] = h
   end
-  keys_needed = keys_needed + hk[h]
+  keys_needed = keys_needed + hs[4 * h - 1]
   a = a + 1
 end
 if #keys ~= keys_needed then
@@ -241,21 +253,24 @@ if has_strings then
 end
 
 local reply = {}
--- A decision's queued writes: key, value, and for string keys its PX as
--- text or false; sl sets wz (its clock), its amount and window.
-local wk, wv, wt, wz = {}, {}, {}, {}
+-- A decision's queued writes, 4 slots each from 4 x (w - 1): key, value,
+-- and for string keys its PX as text or false; for sl its clock, and as
+-- value and PX its amount and window (see sliding_log_write.lua).
+local wq = { false, false, false, false }
 -- The batch's writes to string keys, applied at the end: in val, what sw
 -- and fw added to the count a key held (0 if none), or a tb or gc state;
 -- in px, the PX of those SET (new counts and every state).
 local val, px = {}, {}
 local k, r = 1, 0
 for d = first, first + D - 1 do
-  local h = shape[argv[d]]
-  local x, nw, all, charge = hx[h], 0, true, hg[h]
-  for _ = 1, hl[h] do
-    x = x + 1
-    local s, op, amount, offset = ls[x], lo[x], la[x], lf[x]
-    local c, limit, window = code[s], lim[s], win[s]
+  local at = 4 * shape[argv[d]] - 4
+  local x, nw, all, charge = hs[at + 1], 0, true, hs[at + 4]
+  for _ = 1, hs[at + 2] do
+    local s, op, amount, offset = lq[x + 1], lq[x + 2], lq[x + 3], lq[x + 4]
+    x = x + 4
+    local o = 8 * s - 8
+    local c, limit, window, burst = sp[o + 1], sp[o + 2], sp[o + 3], sp[o + 4]
+    local p1, p2, p3, p4 = sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8]
     local allowed, remaining, reset, retry
     if c == 'sw' then
       --@include sliding_window.lua
@@ -275,14 +290,14 @@ for d = first, first + D - 1 do
     r = r + 4
   end
   if all or charge then
-    for w = 1, nw do
-      local key = wk[w]
-      if wz[w] then
+    for w = 1, nw, 4 do
+      local key = wq[w]
+      if wq[w + 3] then
         --@include sliding_log_write.lua
       else
-        val[key] = wv[w]
-        if wt[w] then
-          px[key] = wt[w]
+        val[key] = wq[w + 1]
+        if wq[w + 2] then
+          px[key] = wq[w + 2]
         end
       end
     end

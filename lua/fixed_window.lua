@@ -23,16 +23,16 @@ if op == 'g' then
   if count > TOP then
     count = TOP
   end
-  nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, count - base, px, false
+  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, px, false
+  nw = nw + 4
   amount = 1 -- then reported as a check of one unit
 end
 if count + amount <= limit then
   allowed, retry = true, 0
   if op == 'u' then
     count = count + amount
-    nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, count - base, px, false
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, px, false
+    nw = nw + 4
   end
 else
   allowed = false

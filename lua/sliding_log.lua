@@ -29,8 +29,8 @@ if count + amount <= limit then
   if op == 'u' then
     remaining = remaining - amount
     reset = window
-    nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, amount, window, t
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, amount, window, t
+    nw = nw + 4
   end
 else
   allowed = false

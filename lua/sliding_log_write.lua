@@ -2,10 +2,11 @@
 -- entries at t (members "<t>:<n>", n counting the entries already at t, so
 -- they are unique within one ms), in ZADDs of at most ZADD_CHUNK members
 -- (a cost of 10000 would overflow unpack), then expire with the newest.
--- (A fragment of the driver's write loop: key, wv = amount, wt = window, wz = t.)
-local t, amount = wz[w], wv[w]
+-- (A fragment of the driver's write loop: key; its queued value is the
+-- amount, its PX the window, and its clock t.)
+local t, amount, window = wq[w + 3], wq[w + 1], wq[w + 2]
 local at = fmt('%d', t)
-call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', t - wt[w]))
+call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', t - window))
 local seq = call('ZCOUNT', key, at, at)
 local done = 0
 while done < amount do
@@ -21,4 +22,4 @@ while done < amount do
   call('ZADD', key, unpack(args))
   done = last
 end
-call('PEXPIRE', key, fmt('%d', wt[w]))
+call('PEXPIRE', key, fmt('%d', window))

@@ -4,8 +4,9 @@
 -- multiplied through by window: previous * (window - elapsed) + current * window.
 -- A count past the limit (a debt) weighs on the next window as "previous";
 -- after two windows it is gone with its key.
--- (A fragment of the driver's loop: reads k, s, limit, window, op, amount and
--- the spec's elapsed and TTL, p1 to p3, computed once per call;
+-- (A fragment of the driver's loop: reads k, limit, window, op, amount and
+-- the spec's elapsed and TTL, p1 and p2, computed once per call, and its
+-- TTL as text in p3, made once a new key needs it;
 -- sets allowed, remaining, reset, retry; queues its writes.)
 -- The previous window's key is never written in this call (every decision
 -- in it has the same now, so the same window): only read from got.
@@ -14,18 +15,22 @@ local held = tonumber(got[k]) -- nil when absent
 local base = held or 0
 local cur = base + (val[key] or 0)
 local prev = tonumber(got[k + 1]) or 0
-local elapsed, ttl = p1[s], p2[s]
+local elapsed, ttl = p1, p2
 local px = false -- a count held: raised by INCRBY, its TTL stands
 if not held then
-  px = p3[s]
+  px = p3
+  if not px then
+    px = fmt('%d', ttl)
+    sp[o + 7] = px
+  end
 end
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then
     cur = TOP
   end
-  nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, cur - base, px, false
+  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, px, false
+  nw = nw + 4
   amount = 1 -- then reported as a check of one unit
 end
 -- room: what the estimate leaves, x window. Exact whenever it is >= 0;
@@ -36,8 +41,8 @@ if room >= amount * window then
   if op == 'u' then
     cur = cur + amount
     room = room - amount * window
-    nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, cur - base, px, false
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, px, false
+    nw = nw + 4
   end
 else
   allowed = false

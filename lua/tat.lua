@@ -9,7 +9,7 @@
 -- State: "<ms written>:<q>:<r>"; absent, or q elapsed since = a full bucket.
 -- (A fragment of the driver's loop.)
 local key = keys[k]
-local burst, tol_q, tol_r, cap_q, cap_r = bur[s], p1[s], p2[s], p3[s], p4[s]
+local tol_q, tol_r, cap_q, cap_r = p1, p2, p3, p4
 local q, r = 0, 0
 local state = val[key] or got[k]
 if state then
@@ -49,8 +49,8 @@ if op == 'g' then
   else
     q = q + xq
   end
-  nw = nw + 1
-  wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+  nw = nw + 4
   amount = 1 -- then reported as a check of one unit
 end
 -- The room for amount: tolerance - amount x window, as a pair.
@@ -69,8 +69,8 @@ if amount <= burst and (q < sq or (q == sq and r <= sr)) then
     else
       q, r = q + xq, r + x
     end
-    nw = nw + 1
-    wk[nw], wv[nw], wt[nw], wz[nw] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+    nw = nw + 4
   end
 else
   allowed = false

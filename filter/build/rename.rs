@@ -3,7 +3,8 @@
 //! first. Globals (`KEYS`, `redis`, ...), fields (`redis.call`, `t.err`)
 //! and string literals are left alone, and no short name is one the script
 //! already uses for something else. The script has no table constructor
-//! with fields (`{x = 1}` would be renamed wrongly): that is refused.
+//! with fields (`{x = 1}` would be renamed wrongly): that is refused; one
+//! of `false`s only (a presized table) is not.
 
 use std::collections::{HashMap, HashSet};
 
@@ -83,13 +84,26 @@ fn declared(all: &[Token<'_>]) -> Result<HashSet<String>, String> {
                 }
                 list(open + 1, &mut out);
             }
-            Token::Other("{") if sig.get(i + 1) != Some(&Token::Other("}")) => {
+            Token::Other("{") if !only_false(&sig[i + 1..]) => {
                 return Err("a table constructor with fields would be renamed wrongly".into());
             }
             _ => {}
         }
     }
     Ok(out)
+}
+
+/// Whether a table constructor, from just after its `{`, is empty or
+/// holds only `false`s (a table presized for its slots): nothing to rename.
+fn only_false(after: &[Token<'_>]) -> bool {
+    for t in after {
+        match t {
+            Token::Other("}") => return true,
+            Token::Name("false") | Token::Other(",") => {}
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The parts with their local names shortened, consistently across parts.

