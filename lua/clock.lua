@@ -3,5 +3,5 @@
 local CLOCK_ARGS = 0
 local function clock_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  return num(t[1]) * 1000 + floor(num(t[2]) / 1000)
 end

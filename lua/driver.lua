@@ -56,7 +56,7 @@ local function bad_limit(h, i, msg)
 end
 
 local nargs = #argv - CLOCK_ARGS
-local now = tonumber(argv[1])
+local now = num(argv[1])
 if now == nil or not (now >= 0 and now < MAX_EXACT) or now % 1 ~= 0 then
   return bad('now must be a non-negative integer')
 end
@@ -149,12 +149,12 @@ for h = 1, H do
   local charge, nk, at = argv[a + 2] == 'g', 0, 4 * h - 4
   hs[at + 1], hs[at + 2], hs[at + 4] = 4 * n, L, charge
   for i = 1, L do
-    local s = tonumber(argv[a + 1])
+    local s = num(argv[a + 1])
     if not (s and s >= 1 and s <= S and s % 1 == 0) then
       return bad_limit(h, i, 'spec must be an index into the specs')
     end
     local c, window = sp[8 * s - 7], sp[8 * s - 5]
-    local op, amount, offset = argv[a + 2], tonumber(argv[a + 3]), argv[a + 4]
+    local op, amount, offset = argv[a + 2], num(argv[a + 3]), argv[a + 4]
     if op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(h, i, 'op must be u, k or g')
     elseif not (amount and amount >= 1 and amount * window < MAX_EXACT and amount % 1 == 0) then
@@ -170,7 +170,7 @@ for h = 1, H do
     if offset == '0' then
       offset = 0
     else
-      offset = tonumber(offset)
+      offset = num(offset)
       if offset == nil or not (offset >= 0 and offset < window) or offset % 1 ~= 0 then
         return bad_limit(h, i, 'offset must be an integer from 0 to window - 1')
       elseif offset ~= 0 and c ~= 'fw' then
@@ -209,7 +209,7 @@ for d = 1, D do
   local text = argv[a]
   local h = shape[text]
   if h == nil then
-    h = tonumber(text)
+    h = num(text)
     if not (h and h >= 1 and h <= H and h % 1 == 0) then
       return bad('decision ' .. d .. ': shape must be an index into the shapes')
     end
@@ -307,16 +307,16 @@ end
 for key, v in pairs(val) do
   local t = px[key]
   if t then
-    if type(v) == 'number' then
+    if kind(v) == 'number' then
       v = fmt('%d', v)
     end
     call('SET', key, v, 'PX', t)
   else
     local by = v == 1 and '1' or fmt('%d', v)
-    if type(try('INCRBY', key, by)) ~= 'number' then
+    if kind(try('INCRBY', key, by)) ~= 'number' then
       -- Not an integer as this script writes one ('5.5', '007'): what Lua
       -- read it as, plus the sum, replaces it; its TTL stands.
-      call('SET', key, fmt('%d', (tonumber(call('GET', key)) or 0) + v), 'KEEPTTL')
+      call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + v), 'KEEPTTL')
     end
   end
 end

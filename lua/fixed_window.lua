@@ -4,7 +4,7 @@
 -- TTL is exact and needs no PEXPIRE NX (Redis 7.0); kept on later writes.
 -- (A fragment of the driver's loop.)
 local key = keys[k]
-local held = tonumber(got[k]) -- nil when absent
+local held = num(got[k]) -- nil when absent
 local base = held or 0
 local count = base + (val[key] or 0)
 local elapsed = now % window

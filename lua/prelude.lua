@@ -18,6 +18,7 @@ local call = redis.call
 -- try: an error is its reply instead of the end of the script
 local try = redis.pcall
 local argv, keys = ARGV, KEYS -- locals: faster than globals
+local num, kind = tonumber, type
 
 -- floor(a / b) is exact for integers |a| < 2^53, b > 0: the quotient of
 -- two such doubles never rounds across an integer. Every division here
@@ -26,7 +27,7 @@ local argv, keys = ARGV, KEYS -- locals: faster than globals
 -- A positive integer argument below 2^53, or nil. Rejects nan (it fails
 -- every comparison), inf and fractions.
 local function posint(s)
-  local x = tonumber(s)
+  local x = num(s)
   if x and x > 0 and x < MAX_EXACT and x % 1 == 0 then
     return x
   end

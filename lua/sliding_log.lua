@@ -9,7 +9,7 @@ local key = keys[k]
 local t = store_now
 local newest = call('ZRANGE', key, -1, -1, 'WITHSCORES')[2]
 if newest then
-  newest = tonumber(newest)
+  newest = num(newest)
   if newest > t then
     t = newest
   end
@@ -39,6 +39,6 @@ else
   else
     -- The (count + amount - limit)-th oldest entry must leave the window.
     local entry = call('ZRANGE', key, after, '+inf', 'BYSCORE', 'LIMIT', count + amount - limit - 1, 1, 'WITHSCORES')
-    retry = tonumber(entry[2]) - t + window
+    retry = num(entry[2]) - t + window
   end
 end

@@ -11,10 +11,10 @@
 -- The previous window's key is never written in this call (every decision
 -- in it has the same now, so the same window): only read from got.
 local key = keys[k]
-local held = tonumber(got[k]) -- nil when absent
+local held = num(got[k]) -- nil when absent
 local base = held or 0
 local cur = base + (val[key] or 0)
-local prev = tonumber(got[k + 1]) or 0
+local prev = num(got[k + 1]) or 0
 local elapsed, ttl = p1, p2
 local px = false -- a count held: raised by INCRBY, its TTL stands
 if not held then

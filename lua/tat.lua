@@ -15,15 +15,15 @@ local state = val[key] or got[k]
 if state then
   local at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
   if at then
-    local elapsed = store_now - tonumber(at)
+    local elapsed = store_now - num(at)
     if elapsed < 0 then
       elapsed = 0 -- the clock went back: no refill, and never more debt
     end
-    q = tonumber(sq) - elapsed
+    q = num(sq) - elapsed
     if q < 0 then
       q = 0
     else
-      r = tonumber(sr)
+      r = num(sr)
       if r >= limit then
         -- written under a smaller limit
         local c = floor(r / limit)

@@ -3,5 +3,5 @@
 -- a production EVALSHA can never reach this clock by accident.
 local CLOCK_ARGS = 1
 local function clock_ms()
-  return tonumber(ARGV[#ARGV])
+  return num(ARGV[#ARGV])
 end
