@@ -149,12 +149,12 @@ for h = 1, H do
   local charge, nk, at = argv[a + 2] == 'g', 0, 4 * h - 4
   hs[at + 1], hs[at + 2], hs[at + 4] = 4 * n, L, charge
   for i = 1, L do
-    local s = num(argv[a + 1])
+    local s = posint(argv[a + 1])
     if not (s and s >= 1 and s <= S and s % 1 == 0) then
       return bad_limit(h, i, 'spec must be an index into the specs')
     end
     local c, window = sp[8 * s - 7], sp[8 * s - 5]
-    local op, amount, offset = argv[a + 2], num(argv[a + 3]), argv[a + 4]
+    local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
     if op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(h, i, 'op must be u, k or g')
     elseif not (amount and amount >= 1 and amount * window < MAX_EXACT and amount % 1 == 0) then

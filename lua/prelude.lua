@@ -25,8 +25,13 @@ local num, kind = tonumber, type
 -- keeps to that.
 
 -- A positive integer argument below 2^53, or nil. Rejects nan (it fails
--- every comparison), inf and fractions.
+-- every comparison), inf and fractions. '1', the usual count, index and
+-- amount, is not parsed: tonumber (strtod) costs more than the rest of a
+-- limit's checks.
 local function posint(s)
+  if s == '1' then
+    return 1
+  end
   local x = num(s)
   if x and x > 0 and x < MAX_EXACT and x % 1 == 0 then
     return x
