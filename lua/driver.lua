@@ -43,7 +43,7 @@
 -- limit); remaining <= limit (burst for tb and gc); all <= 2^53 - 1.
 
 local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64 -- at most MAX_DECISIONS shapes too
-local MGET_CHUNK = 4000 -- keys per MGET: unpack stays below the ~8000 of Lua
+local MGET_CHUNK = 800 -- keys per MGET: unpack stays far below the ~8000 of Lua
 local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
 local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
 
@@ -78,8 +78,7 @@ end
 -- shares, computed once: spec s has the 8 slots from 8 x (s - 1): code,
 -- limit, window, burst, then p1..p4: for tb and gc the tolerance (burst x
 -- window units) and the debt cap as (whole ms, remainder in 1/limit ms);
--- for sw the elapsed part of the window, the TTL of its writes, and that
--- TTL as text once a new key needs it (false until then).
+-- for sw the elapsed part of the window and the TTL of its writes.
 local sp = { false, false, false, false, false, false, false, false }
 local a = 3
 for s = 1, S do
@@ -254,7 +253,7 @@ end
 
 local reply = {}
 -- A decision's queued writes, 4 slots each from 4 x (w - 1): key, value,
--- and for string keys its PX as text or false; for sl its clock, and as
+-- and for string keys its PX in ms or false; for sl its clock, and as
 -- value and PX its amount and window (see sliding_log_write.lua).
 local wq = { false, false, false, false }
 -- The batch's writes to string keys, applied at the end: in val, what sw
@@ -310,7 +309,7 @@ for key, v in pairs(val) do
     if kind(v) == 'number' then
       v = fmt('%d', v)
     end
-    call('SET', key, v, 'PX', t)
+    call('SET', key, v, 'PX', fmt('%d', t))
   else
     local by = v == 1 and '1' or fmt('%d', v)
     if kind(try('INCRBY', key, by)) ~= 'number' then

@@ -16,7 +16,7 @@ end
 reset = window - elapsed
 local px = false -- a count held: raised by INCRBY, its TTL stands
 if not held then
-  px = fmt('%d', reset)
+  px = reset
 end
 if op == 'g' then
   count = count + amount

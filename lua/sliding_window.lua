@@ -5,8 +5,7 @@
 -- A count past the limit (a debt) weighs on the next window as "previous";
 -- after two windows it is gone with its key.
 -- (A fragment of the driver's loop: reads k, limit, window, op, amount and
--- the spec's elapsed and TTL, p1 and p2, computed once per call, and its
--- TTL as text in p3, made once a new key needs it;
+-- the spec's elapsed and TTL, p1 and p2, computed once per call;
 -- sets allowed, remaining, reset, retry; queues its writes.)
 -- The previous window's key is never written in this call (every decision
 -- in it has the same now, so the same window): only read from got.
@@ -18,11 +17,7 @@ local prev = num(got[k + 1]) or 0
 local elapsed, ttl = p1, p2
 local px = false -- a count held: raised by INCRBY, its TTL stands
 if not held then
-  px = p3
-  if not px then
-    px = fmt('%d', ttl)
-    sp[o + 7] = px
-  end
+  px = ttl
 end
 if op == 'g' then
   cur = cur + amount

@@ -78,3 +78,24 @@ fn a_charge_between_checks_of_one_client_is_seen_by_the_next() {
     assert_eq!(row(&got[1][0]), (true, 10, 54_000, 0));
     assert_eq!(row(&got[2][0]), (false, 10, 54_000, 12_000));
 }
+
+#[test]
+fn a_batch_of_more_keys_than_one_mget_reads_agrees_with_the_model() {
+    // 256 decisions of 64 clients, each using two sliding windows and a
+    // fixed window: 1,280 keys, read in two MGETs; every client's fourth
+    // use finds the three-per-second window full.
+    let mut f = Fixture::new();
+    let limits = [
+        limit(spec(SlidingWindow, 3, 1000, 3), U(1)),
+        limit(spec(SlidingWindow, 100, 60_000, 100), U(1)),
+        limit(spec(FixedWindow, 50, 3_600_000, 50), U(1)),
+    ];
+    let names: Vec<String> = (0..64).map(|i| format!("c{i}")).collect();
+    let batch: Vec<DecisionCall> =
+        (0..256).map(|d| DecisionCall { identity: &names[d % 64], limits: &limits }).collect();
+    let got = f.run(T0 + 500, &batch).unwrap();
+    let want = ratelimit::model::Model::new().decide_all(T0 + 500, T0 + 500, &batch);
+    assert_eq!(got, want);
+    let admitted = got.iter().filter(|d| d.iter().all(|l| l.allowed)).count();
+    assert_eq!(admitted, 3 * 64);
+}

@@ -80,3 +80,32 @@ fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     assert_eq!(value.as_deref(), Some("1"));
     assert!(ttl > 0 && ttl <= max_ttl(&s), "PTTL {ttl}");
 }
+
+/// `cmdstat_<command>` calls since the last CONFIG RESETSTAT (0 if none).
+fn calls_of(f: &mut Fixture, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut f.conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[test]
+fn a_call_reads_every_counter_once_and_writes_each_key_once() {
+    let mut f = Fixture::new();
+    let s = spec(SlidingWindow, 100, 60_000, 100);
+    let limits = [limit(s, Op::Use(1))];
+    // Six requests of one client and two of others, twice.
+    let ids = ["hot", "hot", "a", "hot", "hot", "b", "hot", "hot"];
+    let batch: Vec<DecisionCall> = ids.iter().map(|identity| DecisionCall { identity, limits: &limits }).collect();
+    let call = ScriptCall::new("t", T0, &batch);
+    let sha = f.plain_sha.clone();
+    for (round, (set, incrby)) in [(3, 0), (0, 3)].into_iter().enumerate() {
+        let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();
+        let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
+        assert!(got.iter().all(|d| d[0].allowed));
+        let counts = ["mget", "set", "incrby"].map(|c| calls_of(&mut f, c));
+        assert_eq!(counts, [1, set, incrby], "round {round}: MGET, SET (new keys), INCRBY (held counts)");
+    }
+    let hot: String = redis::cmd("GET").arg(&call.keys[0]).query(&mut f.conn).unwrap();
+    assert_eq!(hot, "12");
+}
