@@ -238,14 +238,14 @@ if has_strings then
   if nk <= MGET_CHUNK then
     got = call('MGET', unpack(keys))
   else
-    for first = 1, nk, MGET_CHUNK do
-      local last = first + MGET_CHUNK - 1
+    for from = 1, nk, MGET_CHUNK do
+      local last = from + MGET_CHUNK - 1
       if last > nk then
         last = nk
       end
-      local part = call('MGET', unpack(keys, first, last))
-      for i = first, last do
-        got[i] = part[i - first + 1]
+      local part = call('MGET', unpack(keys, from, last))
+      for i = from, last do
+        got[i] = part[i - from + 1]
       end
     end
   end

@@ -109,11 +109,11 @@ impl ScriptCall {
         }
         let mut call = ScriptCall {
             keys: Vec::with_capacity(limits * 2),
-            args: Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4),
+            args: Vec::new(),
             bounds: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
         };
-        let mut args = Vec::with_capacity(call.args.capacity());
+        let mut args = Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4);
         args.push(now_ms.to_string());
         args.push(specs.len().to_string());
         for s in &specs {
