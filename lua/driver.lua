@@ -149,15 +149,15 @@ for h = 1, H do
   hs[at + 1], hs[at + 2], hs[at + 4] = 4 * n, L, charge
   for i = 1, L do
     local s = posint(argv[a + 1])
-    if not (s and s >= 1 and s <= S and s % 1 == 0) then
+    if not (s and s <= S) then
       return bad_limit(h, i, 'spec must be an index into the specs')
     end
     local c, window = sp[8 * s - 7], sp[8 * s - 5]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
     if op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(h, i, 'op must be u, k or g')
-    elseif not (amount and amount >= 1 and amount * window < MAX_EXACT and amount % 1 == 0) then
-      if posint(amount) then
+    elseif not (amount and amount * window < MAX_EXACT) then
+      if amount then
         return bad_limit(h, i, 'amount times window is too large')
       end
       return bad_limit(h, i, 'amount must be a positive integer')
@@ -208,8 +208,8 @@ for d = 1, D do
   local text = argv[a]
   local h = shape[text]
   if h == nil then
-    h = num(text)
-    if not (h and h >= 1 and h <= H and h % 1 == 0) then
+    h = posint(text)
+    if not (h and h <= H) then
       return bad('decision ' .. d .. ': shape must be an index into the shapes')
     end
     shape[text] = h
@@ -232,12 +232,14 @@ end
 
 -- Every key read at once. got[i]: the value of keys[i], or false (absent,
 -- or not a string: a sliding_log's sorted set, which nothing reads here).
-local got = {}
+-- No MGET (got stays false) when only sliding_logs are decided.
+local got = false
 if has_strings then
   local nk = #keys
   if nk <= MGET_CHUNK then
     got = call('MGET', unpack(keys))
   else
+    got = {}
     for from = 1, nk, MGET_CHUNK do
       local last = from + MGET_CHUNK - 1
       if last > nk then

@@ -18,11 +18,9 @@ pub fn test_script() -> String {
 /// one can be over by the time the call ends (seen once on a loaded
 /// machine: `extremes::the_smallest_limits` found gone the log that the
 /// step before had written at the same simulated instant).
-/// After the script, every key it was given is reported: the TTL the script
-/// set (-1: created without a TTL, -2: absent, -3: left untouched, -4:
-/// changed, its TTL kept, as INCRBY does), after
-/// one more value, 0 (kept for `SimulatedExpiry`: how many ms a reported
-/// TTL may fall short of the one set; exact here).
+/// After the script's own reply, every key it was given is reported: the
+/// TTL the script set (-1: created without a TTL, -2: absent, -3: left
+/// untouched, -4: changed, its TTL kept, as INCRBY does).
 pub fn sim_expiry_script() -> String {
     // The prelude's one alias of `redis.call` (minified: `local u=redis.call`).
     assert_eq!(PRELUDE.matches("=redis.call\n").count(), 1, "the wrapper cannot take over the script's TTLs");
@@ -64,7 +62,6 @@ if reply.err then
 return reply
 end
 local n = #reply
-reply[n + 1] = 0
 local seen = {}
 for i = 1, #KEYS do
 local key = KEYS[i]
@@ -83,7 +80,7 @@ ttl = -1
 end
 seen[key] = ttl
 end
-reply[n + 1 + i] = ttl
+reply[n + i] = ttl
 end
 return reply
 "#
@@ -157,11 +154,10 @@ impl SimulatedExpiry {
     /// Takes the raw reply of the wrapped script for `call` at `now`.
     /// Panics if the script wrote a key without a TTL.
     pub fn record(&mut self, call: &ScriptCall, now: u64, raw: Vec<i64>) -> Wrapped {
-        let n = raw.len().checked_sub(call.keys.len() + 1).expect("the wrapper's reply is too short");
+        let n = raw.len().checked_sub(call.keys.len()).expect("the wrapper's reply is too short");
         let (reply, tail) = raw.split_at(n);
-        let slack = u64::try_from(tail[0]).unwrap();
         let mut written = Vec::new();
-        for (key, &ttl) in call.keys.iter().zip(&tail[1..]) {
+        for (key, &ttl) in call.keys.iter().zip(tail) {
             match ttl {
                 -3 => {}
                 -4 => {
@@ -177,8 +173,7 @@ impl SimulatedExpiry {
                 }
                 -1 => panic!("{key} was written without a TTL"),
                 ttl => {
-                    // The script set at least ttl and at most ttl + slack.
-                    self.deadlines.insert(key.clone(), now + u64::try_from(ttl).unwrap() + slack);
+                    self.deadlines.insert(key.clone(), now + u64::try_from(ttl).unwrap());
                     if !written.iter().any(|(k, _)| k == key) {
                         written.push((key.clone(), ttl));
                     }

@@ -9,14 +9,21 @@ use ratelimit::call::{DecisionCall, Op, ScriptCall};
 
 use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
 
-/// One decision of `identity` using `limits` once, on the plain test build
-/// (real TTLs); whether it was allowed, and the first key of the call.
-fn decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (bool, String) {
+/// One decision of `identity` using `spec` once, on the plain test build
+/// (real TTLs): the first key of the call, and whether it was allowed or
+/// the error the call ended with.
+fn try_decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (String, Result<bool, String>) {
     let limits = [limit(spec, Op::Use(1))];
     let call = ScriptCall::new("t", T0, &[DecisionCall { identity, limits: &limits }]);
     let sha = f.plain_sha.clone();
-    let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
-    (got[0][0].allowed, call.keys[0].clone())
+    let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0));
+    (call.keys[0].clone(), got.map(|d| d[0][0].allowed))
+}
+
+/// As `try_decide`, for a call that must succeed: (allowed, first key).
+fn decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (bool, String) {
+    let (key, allowed) = try_decide(f, identity, spec);
+    (allowed.unwrap(), key)
 }
 
 fn value_and_ttl(f: &mut Fixture, key: &str) -> (Option<String>, i64) {
@@ -65,10 +72,7 @@ fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     let mut f = Fixture::new();
     let key = decide(&mut f, "probe", s).1;
     let _: () = redis::cmd("SET").arg(&key).arg("-7").arg("PX").arg(600_000).query(&mut f.conn).unwrap();
-    let limits = [limit(s, Op::Use(1))];
-    let call = ScriptCall::new("t", T0, &[DecisionCall { identity: "probe", limits: &limits }]);
-    let sha = f.plain_sha.clone();
-    let err = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap_err();
+    let err = try_decide(&mut f, "probe", s).1.unwrap_err();
     assert_eq!(err, "malformed store reply: impossible decision values");
     // Another type under the name: read as absent, replaced by a new count.
     let mut f = Fixture::new();
