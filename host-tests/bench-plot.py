@@ -91,12 +91,15 @@ def tokens(data, out):
 def store_batches(data, out):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     incr = next(d for d in data if d["decisions"] == 1 and d["kind"].startswith("INCR"))
-    batches = [d for d in data if not d["kind"].startswith("INCR")]
-    xs = [d["decisions"] for d in batches]
+    batches = [d for d in data if not d["kind"].startswith("INCR") and not d.get("floor")]
+    floors = [d for d in data if d.get("floor")]
     for ax, key, title in [(axes[0], "cpu_us", "Redis main-thread CPU per decision (µs)"),
                            (axes[1], "usec", "script time per decision (µs, commandstats)")]:
-        med, err = spread(batches, key)
-        ax.errorbar(xs, med, yerr=err, fmt="o-", capsize=3, label="EVALSHA batch")
+        for items, fmt, label in [(batches, "o-", "EVALSHA batch"),
+                                  (floors, "s:", "floor: the batch's Redis work only")]:
+            if items:
+                med, err = spread(items, key)
+                ax.errorbar([d["decisions"] for d in items], med, yerr=err, fmt=fmt, capsize=3, label=label)
         if key == "cpu_us":
             ax.axhline(incr["cpu_us"]["median"], color="grey", linestyle="--", label="INCR (target: ≤ 1.0×)")
         else:

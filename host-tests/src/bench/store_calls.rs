@@ -25,6 +25,9 @@ pub enum Kind {
     /// One call carrying this many decisions, each one sliding-window limit
     /// of its own identity (consecutive identities), as a batch goes out.
     Batch(u64),
+    /// The floor under `Batch(n)`: the same call to a script that only does
+    /// its Redis work (see `BATCH_FLOOR_SCRIPT`), on keys of its own.
+    BatchFloor(u64),
 }
 
 /// The breakdown's do-nothing script.
@@ -37,6 +40,19 @@ local cur = tonumber(c[1]) or 0
 redis.call('INCRBY', KEYS[1], 1)
 redis.call('PEXPIRE', KEYS[1], 120000)
 return {1, cur, 0, 0}";
+
+/// The floor under a batch's script time: what any script deciding these
+/// keys pays Redis whatever its logic (the call's KEYS and ARGV made into
+/// Lua, one MGET of every key, one INCRBY per decision, four integers back
+/// per decision), without any check, arithmetic or coalescing.
+pub const BATCH_FLOOR_SCRIPT: &str = "local keys, call, reply = KEYS, redis.call, {}
+local got = call('MGET', unpack(keys))
+for i = 1, #keys / 2 do
+  local cur = (tonumber(got[2 * i - 1]) or 0) + 1
+  call('INCRBY', keys[2 * i - 1], '1')
+  reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = 1, cur, 0, 0
+end
+return reply";
 
 impl Kind {
     /// Every kind, baseline first.
@@ -56,6 +72,7 @@ impl Kind {
             Kind::EmptyScript => "breakdown: EVALSHA of `return` only".into(),
             Kind::BareWindow => "breakdown: MGET+INCRBY+PEXPIRE in Lua".into(),
             Kind::Batch(n) => format!("batch of {n}"),
+            Kind::BatchFloor(n) => format!("floor, batch of {n}"),
         }
     }
 
@@ -65,7 +82,9 @@ impl Kind {
         match self {
             Kind::Incr => vec![],
             Kind::One(a) => vec![minute(*a)],
-            Kind::EmptyScript | Kind::BareWindow | Kind::Batch(_) => vec![minute(Algorithm::SlidingWindow)],
+            Kind::EmptyScript | Kind::BareWindow | Kind::Batch(_) | Kind::BatchFloor(_) => {
+                vec![minute(Algorithm::SlidingWindow)]
+            }
             Kind::TwoLimits => vec![
                 minute(Algorithm::SlidingWindow),
                 LimitSpec {
@@ -81,7 +100,7 @@ impl Kind {
     /// Decisions one call carries.
     pub fn decisions(&self) -> u64 {
         match self {
-            Kind::Batch(n) => *n,
+            Kind::Batch(n) | Kind::BatchFloor(n) => *n,
             _ => 1,
         }
     }
@@ -94,7 +113,8 @@ impl Kind {
             cmd.arg(format!("bench:{{{}}}:incr", identity(first)));
             return cmd;
         }
-        batch_command(sha, &self.limits(limit), first, self.decisions(), now_ms)
+        let domain = if matches!(self, Kind::BatchFloor(_)) { "floor" } else { "bench" };
+        evalsha(sha, &batch_call_in(domain, &self.limits(limit), first, self.decisions(), now_ms))
     }
 
     /// The script it calls (empty for INCR).
@@ -103,6 +123,7 @@ impl Kind {
             Kind::Incr => "",
             Kind::EmptyScript => EMPTY_SCRIPT,
             Kind::BareWindow => BARE_WINDOW_SCRIPT,
+            Kind::BatchFloor(_) => BATCH_FLOOR_SCRIPT,
             _ => ratelimit::script::SCRIPT,
         }
     }
@@ -127,12 +148,6 @@ pub fn script_command(sha: &str, limits: &[LimitSpec], identity: &str, now_ms: u
     evalsha(sha, &script_call(limits, identity, now_ms))
 }
 
-/// EVALSHA of one call deciding `limits` for each of `n` identities
-/// numbered from `first` on.
-pub fn batch_command(sha: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> redis::Cmd {
-    evalsha(sha, &batch_call(limits, first, n, now_ms))
-}
-
 fn evalsha(sha: &str, call: &ScriptCall) -> redis::Cmd {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(call.keys.len()).arg(&call.keys).arg(&call.args);
@@ -148,11 +163,16 @@ pub fn script_call(limits: &[LimitSpec], identity: &str, now_ms: u64) -> ScriptC
 /// The filter's call for a batch: one decision of `limits` per identity,
 /// identities `first` to `first + n - 1` in order.
 pub fn batch_call(limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> ScriptCall {
+    batch_call_in("bench", limits, first, n, now_ms)
+}
+
+/// `batch_call` under another domain: keys apart from the real script's.
+fn batch_call_in(domain: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> ScriptCall {
     let calls = uses(limits);
     let names: Vec<String> = (first..first + n).map(identity).collect();
     let decisions: Vec<DecisionCall<'_>> =
         names.iter().map(|identity| DecisionCall { identity, limits: &calls }).collect();
-    ScriptCall::new("bench", now_ms, &decisions)
+    ScriptCall::new(domain, now_ms, &decisions)
 }
 
 /// Each limit used once, as an allowed request does.
@@ -202,6 +222,31 @@ mod tests {
         assert_eq!(
             batch_call(&Kind::Batch(1).limits(10), 0, 1, 0),
             script_call(&Kind::Batch(1).limits(10), &identity(0), 0)
+        );
+    }
+
+    #[test]
+    fn the_floor_does_a_batchs_redis_work_on_keys_of_its_own() {
+        let redis = crate::redis_server::RedisServer::start();
+        let mut conn = redis.connect();
+        let sha = crate::script::load(&mut conn, BATCH_FLOOR_SCRIPT);
+        let now = 7 * 60_000 + 5;
+        let floor = Kind::BatchFloor(3);
+        let reply: Vec<i64> = floor.command(&sha, 10, 4, now).query(&mut conn).unwrap();
+        assert_eq!(reply, [1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0]);
+        let again: Vec<i64> = floor.command(&sha, 10, 4, now).query(&mut conn).unwrap();
+        assert_eq!(again, [1, 2, 0, 0, 1, 2, 0, 0, 1, 2, 0, 0]);
+        // One INCRBY per decision on its current window; nothing of the real
+        // script's keys, so the batches measured after it stay allowed.
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "floor:{client-000004}:api:sw:60000:7",
+                "floor:{client-000005}:api:sw:60000:7",
+                "floor:{client-000006}:api:sw:60000:7"
+            ]
         );
     }
 }
