@@ -158,25 +158,28 @@ impl SimulatedExpiry {
         let (reply, tail) = raw.split_at(n);
         let mut written = Vec::new();
         for (key, &ttl) in call.keys.iter().zip(tail) {
-            match ttl {
-                -3 => {}
+            // What is left of the key's TTL after this call, if it wrote it.
+            let left = match ttl {
+                -3 => None,
                 -4 => {
                     // Its TTL stands: what is left of it on the simulated clock.
                     let deadline =
                         *self.deadlines.get(key).unwrap_or_else(|| panic!("{key} was written without a TTL"));
-                    if !written.iter().any(|(k, _)| k == key) {
-                        written.push((key.clone(), i64::try_from(deadline.saturating_sub(now)).unwrap()));
-                    }
+                    Some(i64::try_from(deadline.saturating_sub(now)).unwrap())
                 }
                 -2 => {
                     self.deadlines.remove(key);
+                    None
                 }
                 -1 => panic!("{key} was written without a TTL"),
                 ttl => {
                     self.deadlines.insert(key.clone(), now + u64::try_from(ttl).unwrap());
-                    if !written.iter().any(|(k, _)| k == key) {
-                        written.push((key.clone(), ttl));
-                    }
+                    Some(ttl)
+                }
+            };
+            if let Some(left) = left {
+                if !written.iter().any(|(k, _)| k == key) {
+                    written.push((key.clone(), left));
                 }
             }
         }

@@ -31,9 +31,9 @@ fn floor_at(size: u64) -> usize {
     batch_at(size) + SIZES.len()
 }
 
-/// A figure of `runs` per decision of a call carrying `decisions`.
-fn per_decision(runs: &[Run], decisions: u64, f: fn(&Run) -> f64) -> Summary {
-    Summary::of(&runs.iter().map(|r| f(r) / decisions as f64).collect::<Vec<f64>>())
+/// A figure of each of `runs` per decision of a call carrying `decisions`.
+fn per_decision(runs: &[Run], decisions: u64, f: fn(&Run) -> f64) -> Vec<f64> {
+    runs.iter().map(|r| f(r) / decisions as f64).collect()
 }
 
 /// INCR, every batch size and its floor, `rounds` rounds, each run `duration`.
@@ -52,14 +52,16 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
         }
     }
     let incr: Vec<f64> = runs[0].iter().map(|r| r.cpu_us).collect();
+    let at = |k: usize, size: u64, f: fn(&Run) -> f64| Summary::of(&per_decision(&runs[k], size, f)).median;
+    let floor = at(floor_at(TARGET_SIZE), TARGET_SIZE, |r| r.usec_per_call);
     let mut rows = Vec::new();
     let mut figures = Vec::new();
     let mut targets = Vec::new();
     for (kind, rs) in kinds.iter().zip(&runs) {
         let n = kind.decisions() as f64;
-        let cpu = per_decision(rs, kind.decisions(), |r| r.cpu_us);
-        let ratio = Summary::ratio(&rs.iter().map(|r| r.cpu_us / n).collect::<Vec<f64>>(), &incr);
-        let usec = per_decision(rs, kind.decisions(), |r| r.usec_per_call);
+        let cpu_per = per_decision(rs, kind.decisions(), |r| r.cpu_us);
+        let (cpu, ratio) = (Summary::of(&cpu_per), Summary::ratio(&cpu_per, &incr));
+        let usec = Summary::of(&per_decision(rs, kind.decisions(), |r| r.usec_per_call));
         let rate = Summary::of(&rs.iter().map(|r| r.rate * n).collect::<Vec<_>>());
         let denied: u64 = rs.iter().map(|r| r.denied).sum();
         rows.push(vec![kind.name(), rate.show(0), cpu.show(2), ratio.show(2), usec.show(2), denied.to_string()]);
@@ -76,7 +78,6 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
                 ));
             }
             if size == TARGET_SIZE {
-                let floor = per_decision(&runs[floor_at(size)], size, |r| r.usec_per_call).median;
                 targets.push(Target::new(
                     &format!("script time per decision, batch of {size}"),
                     "≤ 4 µs",
@@ -87,7 +88,6 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
             }
         }
     }
-    let at = |k: usize, size: u64, f: fn(&Run) -> f64| per_decision(&runs[k], size, f).median;
     let largest = SIZES[SIZES.len() - 1];
     let body = format!(
         "Redis driven directly (no Envoy), {CONNECTIONS} connections each calling one after another, {:.1} s per \
@@ -110,7 +110,7 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
         at(0, 1, |r| r.cpu_us),
         at(batch_at(largest), largest, |r| r.cpu_us),
         at(batch_at(TARGET_SIZE), TARGET_SIZE, |r| r.usec_per_call),
-        at(floor_at(TARGET_SIZE), TARGET_SIZE, |r| r.usec_per_call),
+        floor,
     );
     Section { title: "Store cost of batches".into(), body, figures: json!(figures), targets }
 }

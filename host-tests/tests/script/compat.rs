@@ -9,8 +9,8 @@ use crate::fixture::Fixture;
 
 /// The commands the script calls, each with the upper-case literal tokens
 /// among its arguments: calls of `redis.call` and `redis.pcall` and of the
-/// local names bound to them (the build shortens local names). Fails on a command that is not
-/// a literal.
+/// local names bound to them (the build shortens local names). Fails on a
+/// command that is not a literal.
 fn calls(script: &str) -> Vec<(String, Vec<String>)> {
     let mut callers = vec!["redis.call".to_string(), "redis.pcall".to_string()];
     for suffix in ["=redis.call", "=redis.pcall"] {

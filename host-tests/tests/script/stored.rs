@@ -4,6 +4,7 @@
 //! never makes a call fail: it reads as the number Lua makes of it, or 0,
 //! and is replaced by a count.
 
+use host_tests::bench::redis_info::command_stat;
 use ratelimit::algorithm::Algorithm::{FixedWindow, SlidingWindow};
 use ratelimit::call::{DecisionCall, Op, ScriptCall};
 
@@ -85,14 +86,6 @@ fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     assert!(ttl > 0 && ttl <= max_ttl(&s), "PTTL {ttl}");
 }
 
-/// `cmdstat_<command>` calls since the last CONFIG RESETSTAT (0 if none).
-fn calls_of(f: &mut Fixture, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut f.conn).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 #[test]
 fn a_call_reads_every_counter_once_and_writes_each_key_once() {
     let mut f = Fixture::new();
@@ -107,7 +100,7 @@ fn a_call_reads_every_counter_once_and_writes_each_key_once() {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();
         let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
         assert!(got.iter().all(|d| d[0].allowed));
-        let counts = ["mget", "set", "incrby"].map(|c| calls_of(&mut f, c));
+        let counts = ["mget", "set", "incrby"].map(|c| command_stat(&mut f.conn, c).calls);
         assert_eq!(counts, [1, set, incrby], "round {round}: MGET, SET (new keys), INCRBY (held counts)");
     }
     let hot: String = redis::cmd("GET").arg(&call.keys[0]).query(&mut f.conn).unwrap();
