@@ -29,11 +29,14 @@ pub enum Event {
     UsageMissing,
     /// A charge failed at the store; it was counted in the local fallback.
     ChargeFailed,
+    /// Refused before reaching the store: too many decisions already wait
+    /// on this worker; the rule's failure policy applied.
+    Overloaded,
 }
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 13] = [
+    pub const ALL: [Event; 14] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -47,6 +50,7 @@ impl Event {
         Event::ChargedUnits,
         Event::UsageMissing,
         Event::ChargeFailed,
+        Event::Overloaded,
     ];
 
     /// The metric name's last part.
@@ -65,6 +69,7 @@ impl Event {
             Event::ChargedUnits => "charged_units",
             Event::UsageMissing => "usage_missing",
             Event::ChargeFailed => "charge_errors",
+            Event::Overloaded => "overloaded",
         }
     }
 

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod burst;
 pub mod envoy;
 pub mod fake_store;
 pub mod file_server;

@@ -54,11 +54,24 @@ impl Stack {
         edits: &[Edit<'_>],
         args: &[&str],
     ) -> Result<Stack, EnvoyFailed> {
+        Stack::start_edited_to(plugin_config, concurrency, None, edits, args)
+    }
+
+    /// The same in front of the upstream on `upstream` instead of the
+    /// example one (when given).
+    pub fn start_edited_to(
+        plugin_config: &str,
+        concurrency: u32,
+        upstream: Option<u16>,
+        edits: &[Edit<'_>],
+        args: &[&str],
+    ) -> Result<Stack, EnvoyFailed> {
         let redis = RedisServer::start();
         let webdis = Webdis::start(redis.port);
         let backend = Backend::start();
         let module = dist("ratelimit.wasm");
-        let envoy = start_edited(backend.port, webdis.port, &module, plugin_config, concurrency, edits, args)?;
+        let to = upstream.unwrap_or(backend.port);
+        let envoy = start_edited(to, webdis.port, &module, plugin_config, concurrency, edits, args)?;
         Ok(Stack { envoy, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })
     }
 

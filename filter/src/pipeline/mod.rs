@@ -302,8 +302,10 @@ impl Pending {
                 }
                 Some(Err(e)) => {
                     for &r in &d.rules {
-                        if *e != StoreError::BreakerOpen {
-                            env.metrics.count(r, Event::StoreError);
+                        match e {
+                            StoreError::BreakerOpen => {}
+                            StoreError::Overloaded => env.metrics.count(r, Event::Overloaded),
+                            _ => env.metrics.count(r, Event::StoreError),
                         }
                         verdicts.push((r, self.failure_verdict(env, r, d)));
                     }

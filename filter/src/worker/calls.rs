@@ -2,7 +2,7 @@
 //! taking its answer through the call's state machine, and handing each
 //! decision its result (the breakers count a call once).
 
-use super::{Flight, Host, Owner, Queued, Worker, MIN_TICK_MS};
+use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
 use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
 use crate::config::Transport;
@@ -74,6 +74,11 @@ impl Worker {
     /// Sends the next call from the queue.
     pub(super) fn send_next<H: Host>(&mut self, host: &H, fill: Fill) {
         let batch: Vec<Queued> = self.queue.take(fill);
+        for q in &batch {
+            if let Owner::Charge(id) = q.owner {
+                self.charge_leaves_queue(id);
+            }
+        }
         if let Some(flight) = self.flight(&batch, host.now_ms()) {
             self.send(host, flight, Message::Evalsha, false);
         }
@@ -197,10 +202,8 @@ impl Worker {
                 }
             }
             Err(e) => {
-                if let Some(count) = self.errors.record(now) {
-                    host.warn(&format!(
-                        "ratelimit: {e} ({count} store errors on this worker since the last such line)"
-                    ));
+                if let Some(line) = self.incidents.record(Incident::StoreError, now, 1, 0, &e.to_string()) {
+                    host.warn(&line);
                 }
                 for owner in flight.owners {
                     self.deliver(host, owner, Err(e.clone()), at);

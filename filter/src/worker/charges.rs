@@ -1,9 +1,16 @@
-//! Charges after the response: queued like any decision, and settled: a
+//! Charges after the response: merged per identity and rule while they
+//! wait for a call (a burst of answers from one client is one entry, so
+//! what waits is bounded by clients, not by responses), then settled: a
 //! client now out of budget goes in the deny cache; a charge the store
-//! could not take spends the local fallback share.
+//! could not take spends the local fallback share, and is counted and
+//! logged.
 
+use std::collections::BTreeMap;
+
+use super::incidents::Incident;
 use super::usage_watch::{amount, Reported};
-use super::{Host, Owner, PendingCharge, Worker, MAX_CHARGES};
+use super::{Host, Owner, Worker, MAX_CHARGES};
+use crate::config::{Counts, Rule};
 use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
@@ -12,8 +19,33 @@ use crate::metrics::Event;
 use crate::pipeline::Charge;
 use crate::store::StoreError;
 
+/// Charges of one identity under one rule on their way to the store.
+#[derive(Debug)]
+pub(super) struct PendingCharge {
+    pub(super) charge: Charge,
+    /// Units to charge: the sum of the responses merged into it.
+    pub(super) amount: u64,
+    /// Responses merged into it.
+    pub(super) responses: u64,
+}
+
+/// The charges still waiting in the queue (not yet in a call), per rule
+/// and identity: the entry a new charge of that client merges into. A
+/// B-tree: its cost never depends on how identities hash.
+#[derive(Debug, Default)]
+pub(super) struct Waiting(BTreeMap<(usize, String), u64>);
+
+/// The largest amount one charge may carry on `rule`'s limits counting
+/// cost: the script refuses an amount whose product with the window
+/// reaches 2^53.
+fn max_amount(rule: &Rule) -> u64 {
+    let top = (1u64 << 53) - 1;
+    rule.limits.iter().filter(|l| l.counts == Counts::Cost).map(|l| top / l.spec.window_ms.max(1)).min().unwrap_or(0)
+}
+
 impl Worker {
-    /// Queues a charge of `reported` usage (nothing when it comes to 0).
+    /// Charges `reported` usage (nothing when it comes to 0): merged into
+    /// the client's charge still waiting for a call, else queued anew.
     pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
         let units = amount(&rule.cost, reported);
@@ -25,26 +57,48 @@ impl Worker {
             return;
         }
         host.count_by(charge.rule, Event::ChargedUnits, units);
-        let id = self.next_charge;
-        self.next_charge = self.next_charge.wrapping_add(1);
+        let most = max_amount(rule);
+        let key = (charge.rule, charge.identity);
+        if let Some(p) = self.waiting.0.get(&key).and_then(|id| self.charges.get_mut(id)) {
+            if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
+                p.amount = sum;
+                p.responses += 1;
+                return;
+            }
+        }
+        let charge = Charge { identity: key.1.clone(), ..charge };
         let now = host.now_ms();
-        let pending = PendingCharge { charge, amount: units };
+        let pending = PendingCharge { charge, amount: units, responses: 1 };
         if self.charges.len() >= MAX_CHARGES {
             self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
             return;
         }
+        let id = self.next_charge;
+        self.next_charge = self.next_charge.wrapping_add(1);
         self.charges.insert(id, pending);
+        self.waiting.0.insert(key, id);
         let queued = self.queued(Owner::Charge(id), now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
-            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
+            self.refuse_overloaded(host, q.owner, now);
         }
         self.pump(host);
+    }
+
+    /// Charge `id` leaves the queue (for a call, or failed): later charges
+    /// of its client start a new entry.
+    pub(super) fn charge_leaves_queue(&mut self, id: u64) {
+        let Some(c) = self.charges.get(&id) else { return };
+        let key = (c.charge.rule, c.charge.identity.clone());
+        if self.waiting.0.get(&key) == Some(&id) {
+            self.waiting.0.remove(&key);
+        }
     }
 
     /// A charge's result: a client now out of budget is remembered in the
     /// deny cache until the debt is repaid; a charge the store could not
     /// take spends the proxy's local fallback share (the response is gone:
-    /// nothing can be refused, whatever the rule's failure policy).
+    /// nothing can be refused, whatever the rule's failure policy), and is
+    /// counted and logged.
     pub(super) fn settle_charge<H: Host>(
         &mut self,
         host: &H,
@@ -74,8 +128,8 @@ impl Worker {
                     }
                 }
             }
-            Err(_) => {
-                host.count(c.charge.rule, Event::ChargeFailed);
+            Err(e) => {
+                host.count_by(c.charge.rule, Event::ChargeFailed, c.responses);
                 let limits: Vec<FallbackLimit> = c
                     .charge
                     .limits
@@ -88,7 +142,12 @@ impl Worker {
                         cost: c.amount,
                     })
                     .collect();
-                fallback::charge(host, config.deny_cache.slots, &limits, host.now_ms());
+                let now = host.now_ms();
+                fallback::charge(host, config.deny_cache.slots, &limits, now);
+                let reason = e.to_string();
+                if let Some(line) = self.incidents.record(Incident::LostCharge, now, c.responses, c.amount, &reason) {
+                    host.warn(&line);
+                }
             }
         }
     }

@@ -7,13 +7,16 @@
 //! goes at once; the others queue and leave together in the next call.
 //! Every call is sent from the root context, so a stream that goes away
 //! takes only its own decisions out of a batch. Every table here is
-//! bounded: the queue by `MAX_QUEUED`, the calls by `max_in_flight` (and
-//! swept when the host never answers), the streams by `MAX_STREAMS`.
+//! bounded: the streams by `MAX_STREAMS` (the oldest are forgotten when it
+//! is reached), the queue by `MAX_QUEUED` (a decision beyond it is refused
+//! as overloaded), the charges by `MAX_CHARGES` (merged per client while
+//! they wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept
+//! when the host never answers).
 
 mod calls;
 mod charges;
-mod error_log;
 mod host;
+mod incidents;
 mod response;
 mod stats;
 mod usage_watch;
@@ -23,14 +26,14 @@ mod tests;
 
 use crate::id_map::IdMap;
 
-pub use error_log::ErrorLog;
 pub use host::Host;
+pub use incidents::{Incident, Incidents};
 pub use usage_watch::{ResponseSource, MAX_USAGE_BODY};
 
 use crate::call::ScriptCall;
 use crate::config::Config;
 use crate::decision::Decision;
-use crate::pipeline::{begin, Charge, Env, Outcome, Pending, Start};
+use crate::pipeline::{begin, Env, Outcome, Pending, Start};
 use crate::response::Headers;
 use crate::store::batcher::{Batchable, Batcher};
 use crate::store::flow::Stage;
@@ -38,8 +41,9 @@ use crate::store::transport;
 use crate::store::StoreError;
 use usage_watch::{Reported, UsageWatch};
 
-/// Decisions waiting for a call, per worker, at most.
-pub const MAX_QUEUED: usize = 4096;
+/// Decisions and charges waiting for a call, per worker, at most: one per
+/// stream the worker may hold, so a burst of streams never meets it.
+pub const MAX_QUEUED: usize = MAX_STREAMS;
 /// Streams tracked per worker at most (paused ones, or ones whose response
 /// still needs headers).
 pub const MAX_STREAMS: usize = 65_536;
@@ -66,18 +70,18 @@ enum Owner {
     Charge(u64),
 }
 
-/// A charge on its way to the store.
-#[derive(Debug)]
-struct PendingCharge {
-    charge: Charge,
-    amount: u64,
-}
-
 /// The shortest timer period the worker asks for.
 pub const MIN_TICK_MS: u64 = 5;
 
-/// Charges waiting or in flight per worker at most.
-pub const MAX_CHARGES: usize = 4096;
+/// Charges waiting or in flight per worker at most. Charges of one client
+/// merge while they wait, so this bounds clients charging at once.
+pub const MAX_CHARGES: usize = 16_384;
+
+/// Store calls in flight per worker at most, counting those sent past
+/// `max_in_flight` for decisions that waited too long (unless
+/// `max_in_flight` is larger): the store cluster's circuit breakers in
+/// Envoy must allow this many requests per worker.
+pub const MAX_FLIGHTS: usize = 64;
 
 /// A decision waiting for a call.
 #[derive(Debug)]
@@ -135,14 +139,15 @@ impl StreamState {
 pub struct Worker {
     config: Config,
     streams: IdMap<u32, StreamState>,
-    charges: IdMap<u64, PendingCharge>,
+    charges: IdMap<u64, charges::PendingCharge>,
+    waiting: charges::Waiting,
     next_charge: u64,
     queue: Batcher<Queued>,
     flights: IdMap<u32, Flight>,
     info: Option<(u32, u64)>,
     /// When the store's INFO was last asked for.
     last_info_ms: Option<u64>,
-    errors: ErrorLog,
+    incidents: Incidents,
     stats: stats::StatsWatch,
     /// The stream whose request callback is running: its outcome is
     /// returned, not resumed.
@@ -158,12 +163,13 @@ impl Worker {
             config,
             streams: IdMap::default(),
             charges: IdMap::default(),
+            waiting: charges::Waiting::default(),
             next_charge: 0,
             queue: Batcher::new(MAX_QUEUED),
             flights: IdMap::default(),
             info: None,
             last_info_ms: Some(now_ms),
-            errors: ErrorLog::default(),
+            incidents: Incidents::default(),
             stats: stats::StatsWatch::default(),
             current: None,
             current_outcome: None,
@@ -208,7 +214,7 @@ impl Worker {
             let owner = Owner::Stream { stream, decision };
             let Some(item) = self.queued(owner, now) else { continue };
             if let Err(item) = self.queue.push(item) {
-                self.deliver(host, item.owner, Err(StoreError::Overloaded), now);
+                self.refuse_overloaded(host, item.owner, now);
             }
         }
         self.pump(host);
@@ -248,6 +254,7 @@ impl Worker {
         let (stream, decision) = match owner {
             Owner::Stream { stream, decision } => (stream, decision),
             Owner::Charge(id) => {
+                self.charge_leaves_queue(id);
                 if let Some(c) = self.charges.remove(&id) {
                     self.settle_charge(host, c, result, at);
                 }
@@ -287,21 +294,31 @@ impl Worker {
     /// its default.
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
         let Some(state) = self.streams.remove(&stream) else { return };
-        self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
+        if state.pending.is_some() {
+            self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
+        }
         for watch in state.usage {
             self.submit_charge(host, watch.charge, Reported::Missing);
         }
     }
 
     /// The timer: gives up on calls the host never answered, sends
-    /// decisions that waited too long for a call slot, and asks the store
-    /// for its INFO every `stats_interval` (one at a time).
+    /// decisions that waited too long for a call slot (up to
+    /// `MAX_FLIGHTS` calls in flight), logs what was counted but not yet
+    /// logged, and asks the store for its INFO every `stats_interval` (one
+    /// at a time).
     pub fn on_tick<H: Host>(&mut self, host: &H) {
         let now = host.now_ms();
         self.sweep(host, now);
         let fill = self.fill();
-        while self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms()) {
+        let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);
+        while self.flights.len() < most
+            && self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms())
+        {
             self.send_next(host, fill);
+        }
+        for line in self.incidents.flush(now) {
+            host.warn(&line);
         }
         let due = self.last_info_ms.is_none_or(|t| now.saturating_sub(t) >= self.config.store.stats_interval.ms());
         if self.info.is_none() && due {
@@ -311,6 +328,19 @@ impl Worker {
                 Err(e) => self.on_info(host, Err(e)),
             }
         }
+    }
+
+    /// A decision or charge refused because `MAX_QUEUED` already wait: its
+    /// rule's failure policy (a charge: the fallback), counted and logged
+    /// as overloaded, never as a store error.
+    fn refuse_overloaded<H: Host>(&mut self, host: &H, owner: Owner, now: u64) {
+        if matches!(owner, Owner::Stream { .. }) {
+            let reason = format!("{MAX_QUEUED} decisions already wait for the store on this worker");
+            if let Some(line) = self.incidents.record(Incident::Overloaded, now, 1, 0, &reason) {
+                host.warn(&line);
+            }
+        }
+        self.deliver(host, owner, Err(StoreError::Overloaded), now);
     }
 
     fn on_info<H: Host>(&mut self, host: &H, info: Result<String, StoreError>) {

@@ -6,6 +6,7 @@
 
 mod algorithms;
 mod bad_config;
+mod burst;
 mod client_address;
 mod concurrency;
 mod deny_cache;

@@ -338,14 +338,22 @@ fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
 
 #[test]
 #[wasm_bindgen_test]
-fn the_queue_is_bounded() {
+fn the_queue_is_bounded_and_a_decision_over_it_is_overloaded_not_a_store_error() {
     let host = FakeHost::new();
     let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN), NOW);
     for s in 0..(MAX_QUEUED as u32 + 2) {
-        w.on_request(&host, s, &user("/login", &format!("u{s}")));
+        w.on_request(&host, s, &user("/login", "u"));
     }
     assert_eq!(w.sizes().1, MAX_QUEUED);
-    assert_eq!(host.replied.borrow().len(), 1, "the one over the bound fails closed at once");
+    let replied = host.replied.borrow();
+    assert_eq!(replied.len(), 1, "the one over the bound follows its rule's policy at once");
+    assert_eq!(replied[0].1.status, 503);
+    assert_eq!(host.metrics.get(0, Event::Overloaded), 1);
+    assert_eq!(host.metrics.get(0, Event::StoreError), 0);
+    assert_eq!(
+        *host.warnings.borrow(),
+        ["ratelimit: 1 decisions refused since the last such line: 65536 decisions already wait for the store on this worker; their rules' failure policies applied"]
+    );
 }
 
 #[test]
@@ -358,7 +366,7 @@ fn store_errors_are_logged_once_per_interval_with_a_count() {
         w.on_answer(&host, host.token(s as usize), Answer::Http { status: Some(503), body: Vec::new() });
     }
     assert_eq!(host.warnings.borrow().len(), 1);
-    host.now.set(NOW + error_log::LOG_INTERVAL_MS);
+    host.now.set(NOW + incidents::LOG_INTERVAL_MS);
     w.on_request(&host, 9, &user("/api", "a"));
     w.on_answer(&host, host.token(5), Answer::Http { status: Some(503), body: Vec::new() });
     assert_eq!(
@@ -390,3 +398,5 @@ fn a_decision_waits_for_a_call_slot_a_quarter_of_a_timeout_at_most() {
     w.on_answer(&host, tokens[0], ints(&ALLOW));
     assert_eq!(*host.resumed.borrow(), [2, 1]);
 }
+
+mod charges;
