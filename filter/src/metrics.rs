@@ -29,6 +29,9 @@ pub enum Event {
     UsageMissing,
     /// A charge failed at the store; it was counted in the local fallback.
     ChargeFailed,
+    /// The response's usage could not be read (garbled, too large, an
+    /// encoding the filter cannot decode): `max` was charged.
+    UsageUnreadable,
     /// Refused before reaching the store: too many decisions already wait
     /// on this worker; the rule's failure policy applied.
     Overloaded,
@@ -36,7 +39,7 @@ pub enum Event {
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 14] = [
+    pub const ALL: [Event; 15] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -50,6 +53,7 @@ impl Event {
         Event::ChargedUnits,
         Event::UsageMissing,
         Event::ChargeFailed,
+        Event::UsageUnreadable,
         Event::Overloaded,
     ];
 
@@ -69,6 +73,7 @@ impl Event {
             Event::ChargedUnits => "charged_units",
             Event::UsageMissing => "usage_missing",
             Event::ChargeFailed => "charge_errors",
+            Event::UsageUnreadable => "usage_unreadable",
             Event::Overloaded => "overloaded",
         }
     }

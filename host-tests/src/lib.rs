@@ -15,6 +15,7 @@ pub mod fake_store;
 pub mod file_server;
 pub mod fleet;
 pub mod http;
+pub mod llm_gateway;
 pub mod llm_upstream;
 pub mod oci;
 pub mod paths;

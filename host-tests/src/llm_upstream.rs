@@ -10,12 +10,24 @@
 //! - `x-pad-bytes: <n>` each event (or the JSON body) carries `n` bytes of
 //!   content;
 //! - `x-delay-ms: <n>` wait before answering;
-//! - `x-reset-after: <events>` close the connection after that many events.
+//! - `x-reset-after: <events>` close the connection after that many events;
+//! - `x-reset-at-end: 1` close the connection after the last event (the one
+//!   with the usage), before `[DONE]`;
+//! - `x-hold-ms: <n>` wait that long after the last event before `[DONE]`;
+//! - `x-reset-after-bytes: <n>` a JSON body: announce it whole, send its
+//!   first `n` bytes, close the connection;
+//! - `x-compress: gzip | br` compress the JSON body whatever the client
+//!   accepts (`br` is only labelled so: the filter cannot read it either
+//!   way); without it, the JSON body is gzip-compressed when the request's
+//!   `accept-encoding` names gzip, as most servers do.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use flate2::write::GzEncoder;
+use flate2::Compression;
 
 use crate::test_server::TestServer;
 
@@ -45,6 +57,11 @@ struct Ask {
     pad: usize,
     delay_ms: u64,
     reset_after: Option<usize>,
+    reset_at_end: bool,
+    hold_ms: u64,
+    reset_after_bytes: Option<usize>,
+    compress: Option<String>,
+    accepts_gzip: bool,
 }
 
 /// Reads one request's head and body; `None` when the connection ends.
@@ -70,6 +87,11 @@ fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
             "x-pad-bytes" => ask.pad = value.parse().unwrap_or(0),
             "x-delay-ms" => ask.delay_ms = value.parse().unwrap_or(0),
             "x-reset-after" => ask.reset_after = value.parse().ok(),
+            "x-reset-at-end" => ask.reset_at_end = value == "1",
+            "x-hold-ms" => ask.hold_ms = value.parse().unwrap_or(0),
+            "x-reset-after-bytes" => ask.reset_after_bytes = value.parse().ok(),
+            "x-compress" => ask.compress = Some(value),
+            "accept-encoding" => ask.accepts_gzip |= value.split(',').any(|c| c.trim().starts_with("gzip")),
             _ => {}
         }
     }
@@ -103,20 +125,48 @@ fn serve(conn: TcpStream, served: &AtomicU64) {
                         usage_json(&ask.usage)
                     )
                 };
-                w.write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                )
-                .is_ok()
+                json(&mut w, &ask, &extra, body.into_bytes())
             }
             Some(events) => stream(&mut w, &ask, events, &extra, &pad),
         };
         if !ok {
             return;
         }
+    }
+}
+
+/// A JSON answer, compressed as asked, cut short if asked.
+fn json(w: &mut TcpStream, ask: &Ask, extra: &str, body: Vec<u8>) -> bool {
+    let coding = match ask.compress.as_deref() {
+        Some(c) => Some(c),
+        None if ask.accepts_gzip => Some("gzip"),
+        None => None,
+    };
+    let body = match coding {
+        Some(_) => {
+            let mut e = GzEncoder::new(Vec::new(), Compression::default());
+            e.write_all(&body).unwrap();
+            e.finish().unwrap()
+        }
+        None => body,
+    };
+    let encoding = coding.map(|c| format!("content-encoding: {c}\r\n")).unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{encoding}{extra}content-length: {}\r\n\r\n",
+        body.len()
+    );
+    if w.write_all(head.as_bytes()).is_err() {
+        return false;
+    }
+    match ask.reset_after_bytes {
+        Some(n) => {
+            let _ = w.write_all(&body[..n.min(body.len())]);
+            let _ = w.flush();
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = w.shutdown(std::net::Shutdown::Both);
+            false
+        }
+        None => w.write_all(&body).is_ok(),
     }
 }
 
@@ -145,6 +195,11 @@ fn stream(w: &mut TcpStream, ask: &Ask, events: usize, extra: &str, pad: &str) -
         if !chunk(w, &data) {
             return false;
         }
+    }
+    std::thread::sleep(Duration::from_millis(ask.hold_ms));
+    if ask.reset_at_end {
+        let _ = w.shutdown(std::net::Shutdown::Both);
+        return false;
     }
     chunk(w, "data: [DONE]\n\n") && w.write_all(b"0\r\n\r\n").is_ok()
 }

@@ -6,7 +6,10 @@
 //! - `{"response_header": "x-usage-tokens", ...}` or
 //!   `{"response_body": "usage.total_tokens" | [paths], ...}` with
 //!   `"default": D, "max": N, "reserve": R`: known only after the response
-//!   (LLM token usage): checked at request time, charged afterwards.
+//!   (LLM token usage): checked at request time, charged afterwards; a body
+//!   the filter cannot read is charged `max` (`"unreadable": "max"`, or
+//!   `"default"`), a body without usage or cut short an estimate from
+//!   what it delivered (`"bytes_per_unit"`).
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -33,6 +36,21 @@ pub enum UsageSource {
     },
 }
 
+/// What a response whose usage cannot be read is charged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// `max`: a client can never pay less by making its answer unreadable.
+    Max,
+    /// `default`, as the rule asks.
+    Default,
+}
+
+/// Body bytes counted as one unit when a JSON body reports no usage or is
+/// cut short, unless the rule says otherwise: about 4 bytes of English
+/// text make one token of OpenAI's tokenizers, and a body is never less
+/// than its text.
+pub const BYTES_PER_UNIT: u64 = 4;
+
 /// Where a rule's cost comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cost {
@@ -58,6 +76,11 @@ pub enum Cost {
         max: u64,
         /// Units that must remain for a request to be let through.
         reserve: u64,
+        /// What an unreadable body (or usage header) is charged.
+        unreadable: Unreadable,
+        /// JSON body bytes per unit of the estimate charged when no usage
+        /// was read (see `worker::usage_watch`).
+        bytes_per_unit: u64,
     },
 }
 
@@ -85,7 +108,7 @@ impl Cost {
         match self {
             Cost::Fixed(c) => format!("fixed {c}"),
             Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
-            Cost::Response { source, default, max, reserve } => {
+            Cost::Response { source, default, max, reserve, .. } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
                     UsageSource::Body { json, event_stream } => {
@@ -146,7 +169,20 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     if !matches!(v, Value::Object(_)) {
         return super::json::uint(v, path, 1, 1_000_000).map(Cost::Fixed);
     }
-    let o = Obj::new(v, path, &["request_header", "response_header", "response_body", "max", "default", "reserve"])?;
+    let o = Obj::new(
+        v,
+        path,
+        &[
+            "request_header",
+            "response_header",
+            "response_body",
+            "max",
+            "default",
+            "reserve",
+            "unreadable",
+            "bytes_per_unit",
+        ],
+    )?;
     let sources = ["request_header", "response_header", "response_body"];
     let given: Vec<&str> = sources.iter().copied().filter(|f| o.value(f).is_some()).collect();
     let [source] = given.as_slice() else {
@@ -163,7 +199,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
     if *source == "request_header" {
-        if let Some(field) = ["reserve"].into_iter().find(|f| o.value(f).is_some()) {
+        if let Some(field) = ["reserve", "unreadable", "bytes_per_unit"].into_iter().find(|f| o.value(f).is_some()) {
             return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
         }
         let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
@@ -184,5 +220,14 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
     }
     let reserve = o.uint("reserve", 1, MAX_COST)?.unwrap_or(1);
-    Ok(Cost::Response { source, default, max, reserve })
+    let unreadable = match o.str("unreadable")? {
+        None | Some("max") => Unreadable::Max,
+        Some("default") => Unreadable::Default,
+        Some(_) => return Err(ConfigError::at(&o.path_of("unreadable"), "must be \"max\" or \"default\"")),
+    };
+    if matches!(source, UsageSource::Header(_)) && o.value("bytes_per_unit").is_some() {
+        return Err(ConfigError::at(&o.path_of("bytes_per_unit"), "applies to a response_body cost only"));
+    }
+    let bytes_per_unit = o.uint("bytes_per_unit", 1, 1_000_000)?.unwrap_or(BYTES_PER_UNIT);
+    Ok(Cost::Response { source, default, max, reserve, unreadable, bytes_per_unit })
 }

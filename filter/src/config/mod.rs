@@ -15,7 +15,7 @@ mod store;
 
 use std::num::NonZeroU32;
 
-pub use cost::{Cost, UsageSource, MAX_COST};
+pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
 pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use headers::HeaderStyle;

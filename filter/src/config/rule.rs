@@ -2,7 +2,7 @@
 
 use std::num::NonZeroU64;
 
-use super::cost::{parse_cost, Cost};
+use super::cost::{parse_cost, Cost, UsageSource};
 use super::error::ConfigError;
 use super::headers::{parse_style, HeaderStyle};
 use super::json::{Obj, Result};
@@ -84,6 +84,11 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether its cost is read from the response body.
+    pub fn reads_body(&self) -> bool {
+        matches!(self.cost, Cost::Response { source: UsageSource::Body { .. }, .. })
+    }
+
     /// The units limit `l` of this rule takes from one request at request
     /// time (the cost, 1 for a limit counting requests, the reserve
     /// checked for a cost known after the response).

@@ -174,6 +174,10 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reserve":2},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reserve: applies to a cost known after the response only"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":":status","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_header: is not a valid header name"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reserve":6},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: reserve (6) can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"u","default":1,"unreadable":"min"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.unreadable: must be \"max\" or \"default\""),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"bytes_per_unit":4},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.bytes_per_unit: applies to a response_body cost only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"u","default":1,"bytes_per_unit":0},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.bytes_per_unit: must be at least 1"),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","unreadable":"max"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.unreadable: applies to a cost known after the response only"),
         (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","counts":"tokens"}]}"#, "rules[1].limits[0].counts: must be \"cost\" or \"requests\""),
         (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","staggered":true}]}"#, "rules[1].limits[0].staggered: applies to fixed_window only"),
         (r#"{"name":"api","key":["path"],"shadow_headers":true,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow_headers: applies to shadow rules only"),
@@ -253,7 +257,9 @@ fn costs_limits_and_headers_take_every_documented_form() {
             },
             default: 500,
             max: 100_000,
-            reserve: 10
+            reserve: 10,
+            unreadable: Unreadable::Max,
+            bytes_per_unit: BYTES_PER_UNIT,
         }
     );
     assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));

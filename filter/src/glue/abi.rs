@@ -45,6 +45,13 @@ extern "C" {
         value: *const u8,
         value_size: usize,
     ) -> u32;
+    fn proxy_replace_header_map_value(
+        kind: u32,
+        key: *const u8,
+        key_size: usize,
+        value: *const u8,
+        value_size: usize,
+    ) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, value: *mut *mut u8, value_size: *mut usize) -> u32;
     fn proxy_get_shared_data(
         key: *const u8,
@@ -156,6 +163,12 @@ pub fn header_value(kind: u32, name: &str) -> Result<Option<Vec<u8>>, Status> {
 pub fn add_header(kind: u32, name: &str, value: &str) -> Result<(), Status> {
     // SAFETY: live slices.
     status(unsafe { proxy_add_header_map_value(kind, name.as_ptr(), name.len(), value.as_ptr(), value.len()) })
+}
+
+/// Sets header `name` of map `kind` to `value` (replacing every line of it).
+pub fn replace_header(kind: u32, name: &str, value: &str) -> Result<(), Status> {
+    // SAFETY: live slices.
+    status(unsafe { proxy_replace_header_map_value(kind, name.as_ptr(), name.len(), value.as_ptr(), value.len()) })
 }
 
 /// A property by its path segments.

@@ -187,6 +187,10 @@ impl Host for HostCalls<'_> {
         sent
     }
 
+    fn set_request_header(&self, name: &str, value: &str) {
+        let _ = abi::replace_header(abi::REQUEST_HEADERS, name, value);
+    }
+
     fn resume(&self, stream: u32) {
         // A stream that is gone cannot be made effective: nothing to resume.
         if abi::set_effective_context(stream).is_ok() {

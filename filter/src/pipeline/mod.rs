@@ -146,17 +146,26 @@ where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
 {
+    begin_request(env, &Request::new(source), clock)
+}
+
+/// `begin` for a request already being read (its caller reads it further).
+pub fn begin_request<R, S, M>(env: &Env<'_, S, M>, req: &Request<'_, R>, clock: impl Fn() -> u64) -> Start
+where
+    R: RequestSource + ?Sized,
+    S: SharedData + ?Sized,
+    M: Metrics + ?Sized,
+{
     let read_once = std::cell::OnceCell::new();
     let now = || *read_once.get_or_init(&clock);
     let config = env.config;
-    let req = Request::new(source);
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
     let mut decisions = Vec::new();
     let mut known = Vec::new();
     for group in &config.groups {
-        let mut matched = group.rules.iter().copied().filter(|&r| config.rules[r].matcher.matches(&req)).peekable();
+        let mut matched = group.rules.iter().copied().filter(|&r| config.rules[r].matcher.matches(req)).peekable();
         let Some(&first) = matched.peek() else { continue };
-        let identity = match identity(&group.key, &req, config.xff_trusted_hops) {
+        let identity = match identity(&group.key, req, config.xff_trusted_hops) {
             Identity::Key(k) => k,
             Identity::Absent => continue,
             Identity::Conflicting(part) => {
@@ -182,7 +191,7 @@ where
         for r in matched {
             let rule = &config.rules[r];
             let cost = match &rule.cost {
-                Cost::RequestHeader { name, max, default } => match header_cost(&req, name, *max, *default) {
+                Cost::RequestHeader { name, max, default } => match header_cost(req, name, *max, *default) {
                     Some(c) => c,
                     None if rule.shadow => continue,
                     None => {

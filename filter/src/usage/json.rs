@@ -141,6 +141,11 @@ impl Document {
         }
     }
 
+    /// The values found so far, per path.
+    pub fn values(&self) -> &[Option<u64>; MAX_PATHS] {
+        &self.values
+    }
+
     /// The first error so far: invalid JSON, or a usage value that is not a
     /// count.
     pub fn error(&self) -> Option<&'static str> {

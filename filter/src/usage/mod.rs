@@ -47,10 +47,12 @@
 //!   if a value was seen, because a later one (the last event, a repeated
 //!   key) could have replaced it.
 
+mod decode;
 mod fields;
 mod json;
 mod sse;
 
+pub use decode::{DecodedReader, Encoding};
 pub use fields::{UsageFields, MAX_PATHS, MAX_SEGMENTS, MAX_SEGMENT_LEN};
 
 use json::{Document, Outcome};
@@ -111,6 +113,8 @@ pub struct UsageReader {
     events: EventSplitter,
     /// Event streams: per path, the value from the last event that had one.
     reported: [Option<u64>; MAX_PATHS],
+    /// Event streams: events whose data was a JSON document.
+    json_events: u64,
 }
 
 impl UsageReader {
@@ -127,6 +131,7 @@ impl UsageReader {
             document: Document::new(fields),
             events: EventSplitter::default(),
             reported: [None; MAX_PATHS],
+            json_events: 0,
         }
     }
 
@@ -153,6 +158,34 @@ impl UsageReader {
         }
         self.bom = PAST_BOM;
         self.scan(rest);
+    }
+
+    /// Whether the answer is known before the end (too large, garbled):
+    /// later chunks change nothing.
+    pub fn is_done(&self) -> bool {
+        self.result.is_some()
+    }
+
+    /// Bytes of the body seen.
+    pub fn scanned(&self) -> u64 {
+        self.scanned
+    }
+
+    /// Event streams: events seen whose data was a JSON document.
+    pub fn events(&self) -> u64 {
+        self.json_events
+    }
+
+    /// The usage read so far (for a body cut before its end): the sum of
+    /// the values already seen, and whether every configured path had one
+    /// (a complete report); `None` before any.
+    pub fn so_far(&self) -> Option<(u64, bool)> {
+        let values = match self.format {
+            BodyFormat::Json => self.document.values(),
+            BodyFormat::EventStream => &self.reported,
+        };
+        let Usage::Found(sum) = total(values) else { return None };
+        Some((sum, values.iter().take(self.fields.len()).all(Option::is_some)))
     }
 
     /// The end of the body: what it reported. Later calls return the same,
@@ -198,6 +231,7 @@ impl UsageReader {
                     document: &mut self.document,
                     reported: &mut self.reported,
                     result: &mut self.result,
+                    json_events: &mut self.json_events,
                 };
                 self.events.feed(bytes, &mut sink);
             }
@@ -219,6 +253,7 @@ struct Events<'a> {
     document: &'a mut Document,
     reported: &'a mut [Option<u64>; MAX_PATHS],
     result: &'a mut Option<Usage>,
+    json_events: &'a mut u64,
 }
 
 impl EventSink for Events<'_> {
@@ -237,6 +272,7 @@ impl EventSink for Events<'_> {
         match outcome {
             Outcome::Complete { error: Some(reason), .. } => *self.result = Some(Usage::Garbled(reason)),
             Outcome::Complete { values, error: None } => {
+                *self.json_events += 1;
                 for (kept, new) in self.reported.iter_mut().zip(values) {
                     if new.is_some() {
                         *kept = new;

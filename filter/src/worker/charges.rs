@@ -48,10 +48,18 @@ impl Worker {
     /// the client's charge still waiting for a call, else queued anew.
     pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        let units = amount(&rule.cost, reported);
+        let units = amount(&rule.cost, &reported);
         host.count(charge.rule, Event::Charged);
-        if reported == Reported::Missing {
-            host.count(charge.rule, Event::UsageMissing);
+        match &reported {
+            Reported::Found(_) => {}
+            Reported::Missing(_) => host.count(charge.rule, Event::UsageMissing),
+            Reported::Unreadable(why) => {
+                host.count(charge.rule, Event::UsageUnreadable);
+                let reason = format!("rule {}: {why}", rule.name);
+                if let Some(line) = self.incidents.record(Incident::UnreadableUsage, host.now_ms(), 1, units, &reason) {
+                    host.warn(&line);
+                }
+            }
         }
         if units == 0 || charge.limits.is_empty() {
             return;

@@ -18,6 +18,9 @@ pub trait Host: SharedData + Metrics {
     /// when `reinit` (the Redis transport after NOAUTH); the token its
     /// answer will come back with.
     fn send(&self, wire: &Wire, reinit: bool) -> Result<u32, StoreError>;
+    /// Sets a header of the request whose headers callback runs now,
+    /// before it leaves for the upstream (a host that cannot: nothing).
+    fn set_request_header(&self, name: &str, value: &str);
     /// Lets the paused request of stream `stream` continue.
     fn resume(&self, stream: u32);
     /// Answers the request of stream `stream` with `reply`.

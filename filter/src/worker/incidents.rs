@@ -16,10 +16,13 @@ pub enum Incident {
     LostCharge,
     /// A decision was refused: too many already wait on this worker.
     Overloaded,
+    /// A response's usage could not be read: it was charged as unreadable.
+    UnreadableUsage,
 }
 
 impl Incident {
-    const ALL: [Incident; 3] = [Incident::StoreError, Incident::LostCharge, Incident::Overloaded];
+    const ALL: [Incident; 4] =
+        [Incident::StoreError, Incident::LostCharge, Incident::Overloaded, Incident::UnreadableUsage];
 }
 
 #[derive(Debug, Default)]
@@ -34,7 +37,7 @@ struct Tally {
 /// The tallies of one worker.
 #[derive(Debug, Default)]
 pub struct Incidents {
-    tallies: [Tally; 3],
+    tallies: [Tally; 4],
 }
 
 impl Incidents {
@@ -83,6 +86,9 @@ impl Incidents {
             ),
             Incident::Overloaded => format!(
                 "ratelimit: {n} decisions refused since the last such line: {reason}; their rules' failure policies applied"
+            ),
+            Incident::UnreadableUsage => format!(
+                "ratelimit: the usage of {n} responses could not be read since the last such line ({reason}); they were charged {units} units"
             ),
         }
     }

@@ -28,18 +28,19 @@ use crate::id_map::IdMap;
 
 pub use host::Host;
 pub use incidents::{Incident, Incidents};
-pub use usage_watch::{ResponseSource, MAX_USAGE_BODY};
+pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 
 use crate::call::ScriptCall;
 use crate::config::Config;
 use crate::decision::Decision;
-use crate::pipeline::{begin, Env, Outcome, Pending, Start};
+use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
+use crate::request::{Request, RequestSource};
 use crate::response::Headers;
 use crate::store::batcher::{Batchable, Batcher};
 use crate::store::flow::Stage;
 use crate::store::transport;
 use crate::store::StoreError;
-use usage_watch::{Reported, UsageWatch};
+use usage_watch::{Decoders, UsageWatch};
 
 /// Decisions and charges waiting for a call, per worker, at most: one per
 /// stream the worker may hold, so a burst of streams never meets it.
@@ -148,6 +149,7 @@ pub struct Worker {
     /// When the store's INFO was last asked for.
     last_info_ms: Option<u64>,
     incidents: Incidents,
+    decoders: Decoders,
     stats: stats::StatsWatch,
     /// The stream whose request callback is running: its outcome is
     /// returned, not resumed.
@@ -170,6 +172,7 @@ impl Worker {
             info: None,
             last_info_ms: Some(now_ms),
             incidents: Incidents::default(),
+            decoders: Decoders::default(),
             stats: stats::StatsWatch::default(),
             current: None,
             current_outcome: None,
@@ -191,15 +194,12 @@ impl Worker {
     }
 
     /// A request's headers arrived on stream `stream`.
-    pub fn on_request<H: Host, R: crate::request::RequestSource + ?Sized>(
-        &mut self,
-        host: &H,
-        stream: u32,
-        request: &R,
-    ) -> Action {
+    pub fn on_request<H: Host, R: RequestSource + ?Sized>(&mut self, host: &H, stream: u32, request: &R) -> Action {
         let now = host.now_ms();
         self.sweep(host, now);
-        let start = begin(&Self::env(&self.config, host), request, || host.now_ms());
+        let req = Request::new(request);
+        let start = begin_request(&Self::env(&self.config, host), &req, || host.now_ms());
+        self.ask_for_identity_encoding(host, &req);
         let pending = match start {
             Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
             Start::Wait(pending) => pending,
@@ -222,6 +222,17 @@ impl Worker {
         match self.current_outcome.take() {
             Some(outcome) => self.apply_now(host, stream, outcome, now),
             None => Action::Pause,
+        }
+    }
+
+    /// A request a rule reading usage from the response body applies to
+    /// asks the upstream for an uncompressed answer (`accept-encoding:
+    /// identity`), so that no client can make its usage unreadable by
+    /// asking for compression. (An upstream that compresses anyway is
+    /// decoded; see `usage_watch`.)
+    fn ask_for_identity_encoding<H: Host, R: RequestSource + ?Sized>(&self, host: &H, req: &Request<'_, R>) {
+        if self.config.rules.iter().any(|r| r.reads_body() && r.matcher.matches(req)) {
+            host.set_request_header("accept-encoding", "identity");
         }
     }
 
@@ -290,15 +301,16 @@ impl Worker {
 
     /// Stream `stream` is gone: its state and queued decisions go too
     /// (decisions in a call in flight are dropped when it returns). A
-    /// charge whose usage never arrived (the stream was reset) is charged
-    /// its default.
+    /// charge whose usage never arrived (the stream was reset, by either
+    /// side) is charged what was read or delivered (see `usage_watch`).
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
         let Some(state) = self.streams.remove(&stream) else { return };
         if state.pending.is_some() {
             self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
         }
-        for watch in state.usage {
-            self.submit_charge(host, watch.charge, Reported::Missing);
+        for mut watch in state.usage {
+            let reported = watch.on_end();
+            self.submit_charge(host, watch.charge, reported);
         }
     }
 

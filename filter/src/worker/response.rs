@@ -20,7 +20,7 @@ impl Worker {
         let headers = std::mem::take(&mut state.headers);
         let mut due = Vec::new();
         for mut watch in std::mem::take(&mut state.usage) {
-            match watch.on_headers(&self.config, response, end_of_stream) {
+            match watch.on_headers(&self.config, response, end_of_stream, &self.decoders) {
                 Some(reported) => due.push((watch.charge, reported)),
                 None => state.usage.push(watch),
             }

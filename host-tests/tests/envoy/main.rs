@@ -18,6 +18,7 @@ mod identities;
 mod operators;
 mod prometheus;
 mod store_misbehaving;
+mod token_dodges;
 mod tokens;
 mod vm_failure;
 

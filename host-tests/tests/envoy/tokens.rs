@@ -84,14 +84,17 @@ fn the_usage_each_response_reports_is_charged_exactly() {
         assert_eq!(a.body.matches("data: ").count(), 101, "every event and [DONE] pass");
     }
     wait_charged(&stack, "sse", 5 * 77);
-    // A response without usage, or with a body that is not JSON: the default.
+    // A response without usage: what it delivered, at least the default
+    // (a short body, 3 events); a body that is not JSON: the max.
     chat(&stack, "missing", &[("x-usage", "missing")]);
-    chat(&stack, "missing", &[("x-usage", "garbled")]);
     chat(&stack, "missing", &[("x-usage", "missing"), ("x-stream", "3")]);
-    wait_charged(&stack, "missing", 3 * 50);
-    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.usage_missing"), 3);
+    wait_charged(&stack, "missing", 50 + 50);
+    chat(&stack, "missing", &[("x-usage", "garbled")]);
+    wait_charged(&stack, "missing", 50 + 100_000 + 50);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.usage_missing"), 2);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.usage_unreadable"), 1);
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charges"), 13);
-    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charged_units"), 5 * 123 + 5 * 77 + 3 * 50);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charged_units"), 5 * 123 + 5 * 77 + 50 + 100_000 + 50);
 }
 
 #[test]
@@ -102,7 +105,8 @@ fn usage_from_a_response_header_is_charged() {
     chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "40")]);
     chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "99999")]);
     chat(&stack, "h", &[("x-usage", "5"), ("x-usage-header", "4x")]);
-    wait_charged(&stack, "h", 40 + 1000 + 9);
+    // 99999 is capped at max; "4x" is unreadable: max too.
+    wait_charged(&stack, "h", 40 + 1000 + 1000);
 }
 
 #[test]
@@ -212,7 +216,7 @@ fn a_twenty_megabyte_stream_passes_through_in_flat_memory() {
 }
 
 #[test]
-fn a_stream_reset_before_the_usage_charges_the_default() {
+fn a_stream_reset_before_the_usage_charges_at_least_the_default() {
     let upstream = LlmUpstream::start();
     let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
     let raw = host_tests::raw_http::RawRequest::new("POST", b"/v1/chat/completions")
@@ -221,6 +225,7 @@ fn a_stream_reset_before_the_usage_charges_the_default() {
         .header("x-stream", b"10")
         .header("x-reset-after", b"5");
     let _ = raw.send(stack.envoy.port);
+    // 5 events delivered: an estimate of 5, below the default of 50.
     wait_charged(&stack, "reset", 50);
 }
 

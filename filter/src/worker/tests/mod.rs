@@ -22,6 +22,7 @@ struct FakeHost {
     sent: RefCell<Vec<(u32, Wire)>>,
     fail_send: Cell<bool>,
     resumed: RefCell<Vec<u32>>,
+    request_headers: RefCell<Vec<(String, String)>>,
     replied: RefCell<Vec<(u32, LocalReply)>>,
     warnings: RefCell<Vec<String>>,
     calls: Cell<usize>,
@@ -63,6 +64,9 @@ impl Host for FakeHost {
         self.next_token.set(token);
         self.sent.borrow_mut().push((token, wire.clone()));
         Ok(token)
+    }
+    fn set_request_header(&self, name: &str, value: &str) {
+        self.request_headers.borrow_mut().push((name.to_string(), value.to_string()));
     }
     fn resume(&self, stream: u32) {
         self.resumed.borrow_mut().push(stream);
@@ -400,3 +404,4 @@ fn a_decision_waits_for_a_call_slot_a_quarter_of_a_timeout_at_most() {
 }
 
 mod charges;
+mod usage;
