@@ -11,7 +11,7 @@
 //! replaced by `~H` and 32 hex digits of its SHA-256: bounded, and no
 //! client can collide with another.
 
-use crate::config::KeyPart;
+use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
 use crate::request::{members, one_line, one_member, OneValue, QueryValue, Request, RequestSource};
 
@@ -30,8 +30,13 @@ pub enum Identity {
     Conflicting(usize),
 }
 
-/// The identity of `req` under `parts`.
-pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, S>, xff_hops: u32) -> Identity {
+/// The identity of `req` under `parts`, in `form`.
+pub fn identity<S: RequestSource + ?Sized>(
+    parts: &[KeyPart],
+    form: IdentityForm,
+    req: &Request<'_, S>,
+    xff_hops: u32,
+) -> Identity {
     let mut out = String::with_capacity(32);
     for (i, part) in parts.iter().enumerate() {
         if i > 0 {
@@ -62,15 +67,23 @@ pub fn identity<S: RequestSource + ?Sized>(parts: &[KeyPart], req: &Request<'_, 
             Err(part) => return Identity::Conflicting(part),
         }
     }
-    if out.len() > MAX_IDENTITY {
-        let mut half = [0u8; 16];
-        half.copy_from_slice(&sha256(out.as_bytes())[..16]);
-        let digits: [u8; 32] = hex(&half);
-        out.clear();
-        out.push_str("~H");
-        out.extend(digits.iter().map(|&d| d as char));
+    if form == IdentityForm::Digest || out.len() > MAX_IDENTITY {
+        return Identity::Key(digest(&out));
     }
     Identity::Key(out)
+}
+
+/// An escaped identity as a digest: `~H` and 32 hex digits (128 bits) of
+/// its SHA-256. `~H` never starts an escaped identity, so a digest never
+/// equals a clear one.
+pub fn digest(escaped: &str) -> String {
+    let mut half = [0u8; 16];
+    half.copy_from_slice(&sha256(escaped.as_bytes())[..16]);
+    let digits: [u8; 32] = hex(&half);
+    let mut out = String::with_capacity(34);
+    out.push_str("~H");
+    out.extend(digits.iter().map(|&d| d as char));
+    out
 }
 
 /// The client's address: the connection's (hops = 0), or the `hops`-th
@@ -121,7 +134,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn id(parts: &[KeyPart], req: &FakeRequest, hops: u32) -> Option<String> {
-        match identity(parts, &Request::new(req), hops) {
+        match identity(parts, IdentityForm::Clear, &Request::new(req), hops) {
             Identity::Key(k) => Some(k),
             Identity::Absent => None,
             Identity::Conflicting(i) => panic!("part {i} conflicts"),
@@ -138,6 +151,22 @@ mod tests {
         let two = FakeRequest::new("GET", "/").with("a", "x").with("b", "y~~z");
         let ab = [KeyPart::Header("a".into()), KeyPart::Header("b".into())];
         assert_ne!(id(&ab, &one, 0), id(&ab, &two, 0));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_digest_identity_is_the_hash_of_the_escaped_one_and_never_holds_the_value() {
+        let req = FakeRequest::new("GET", "/").with("authorization", "Bearer sk-secret");
+        let parts = [KeyPart::Header("authorization".into())];
+        let Identity::Key(digest) = identity(&parts, IdentityForm::Digest, &Request::new(&req), 0) else { panic!() };
+        let clear = id(&parts, &req, 0).unwrap();
+        assert_eq!(clear, "Bearer~20sk-secret");
+        assert_eq!(digest, "~H05db8ec5635a133a6fa9c6c6fddfa115");
+        assert_eq!(digest, super::digest(&clear));
+        assert!(!digest.contains("secret"));
+        // The same client, the same digest; a long clear identity hashes the same way.
+        let again = FakeRequest::new("GET", "/").with("authorization", "Bearer sk-secret");
+        assert_eq!(identity(&parts, IdentityForm::Digest, &Request::new(&again), 0), Identity::Key(digest));
     }
 
     #[test]
@@ -217,9 +246,9 @@ mod tests {
     fn a_key_header_with_two_different_values_conflicts() {
         let k = [KeyPart::Literal("x".into()), KeyPart::Header("x-api-key".into())];
         let two_lines = FakeRequest::new("GET", "/").with("x-api-key", "fresh").with("x-api-key", "spent");
-        assert_eq!(identity(&k, &Request::new(&two_lines), 0), Identity::Conflicting(1));
+        assert_eq!(identity(&k, IdentityForm::Clear, &Request::new(&two_lines), 0), Identity::Conflicting(1));
         let list = FakeRequest::new("GET", "/").with("x-api-key", "fresh, spent");
-        assert_eq!(identity(&k, &Request::new(&list), 0), Identity::Conflicting(1));
+        assert_eq!(identity(&k, IdentityForm::Clear, &Request::new(&list), 0), Identity::Conflicting(1));
         let same = FakeRequest::new("GET", "/").with("x-api-key", "k1, k1");
         assert_eq!(id(&k, &same, 0).as_deref(), Some("x~~k1"), "k1, k1 is k1");
         let raw = [KeyPart::HeaderRaw("user-agent".into())];

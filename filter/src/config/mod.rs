@@ -20,7 +20,7 @@ pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use headers::HeaderStyle;
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
-pub use rule::{header_name, is_name, FailureMode, KeyPart, Matcher, Rule};
+pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
 pub use store::{Batching, Breaker, Store, Transport, MAX_DECISIONS};
 
 use json::Obj;
@@ -40,11 +40,13 @@ pub struct DenyCache {
 }
 
 /// Rules whose requests spend one identity's budget in one store call: the
-/// same key parts and the same shadow flag.
+/// same key parts, the same identity form and the same shadow flag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyGroup {
     /// The key parts all these rules use.
     pub key: Vec<KeyPart>,
+    /// How they write the identity into Redis keys.
+    pub identity: IdentityForm,
     /// Whether these rules are in shadow mode (their own call, so a
     /// would-be denial never blocks an enforced rule's consumption).
     pub shadow: bool,
@@ -146,9 +148,11 @@ impl Config {
 fn group_rules(rules: &[Rule]) -> Vec<KeyGroup> {
     let mut groups: Vec<KeyGroup> = Vec::new();
     for (i, r) in rules.iter().enumerate() {
-        match groups.iter_mut().find(|g| g.key == r.key && g.shadow == r.shadow) {
+        match groups.iter_mut().find(|g| g.key == r.key && g.shadow == r.shadow && g.identity == r.identity) {
             Some(g) => g.rules.push(i),
-            None => groups.push(KeyGroup { key: r.key.clone(), shadow: r.shadow, rules: vec![i] }),
+            None => {
+                groups.push(KeyGroup { key: r.key.clone(), identity: r.identity, shadow: r.shadow, rules: vec![i] })
+            }
         }
     }
     groups

@@ -37,6 +37,25 @@ pub enum KeyPart {
     Literal(String),
 }
 
+impl KeyPart {
+    /// Whether the client chooses its value and it may be a credential (an
+    /// API key, a token, a user name, a secret link): written to the store
+    /// only as a digest unless the rule asks otherwise.
+    pub fn may_be_secret(&self) -> bool {
+        matches!(self, KeyPart::Header(_) | KeyPart::HeaderRaw(_) | KeyPart::Query(_) | KeyPart::Path)
+    }
+}
+
+/// How a rule's identity is written into Redis keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdentityForm {
+    /// `~H` and 32 hex digits of SHA-256 of the escaped identity: no
+    /// credential in the store, and a bounded key.
+    Digest,
+    /// The escaped identity itself (hashed like a digest past 64 bytes).
+    Clear,
+}
+
 /// What failing open or closed means for a rule when the store fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureMode {
@@ -66,6 +85,8 @@ pub struct Rule {
     pub matcher: Matcher,
     /// The identity: parts joined in order.
     pub key: Vec<KeyPart>,
+    /// How its identity is written into Redis keys.
+    pub identity: IdentityForm,
     /// Its limits, decided together.
     pub limits: Vec<Limit>,
     /// What one request consumes, and when that is known.
@@ -111,6 +132,7 @@ const RULE_FIELDS: &[&str] = &[
     "shadow",
     "response_headers",
     "shadow_headers",
+    "identity",
 ];
 
 /// Whether `s` is 1..=max characters of [a-z0-9_-] (and '.' if `dots`).
@@ -136,11 +158,18 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     if key_values.is_empty() {
         return Err(ConfigError::at(&o.path_of("key"), "must name at least one part"));
     }
-    let key = key_values
+    let key: Vec<KeyPart> = key_values
         .iter()
         .enumerate()
         .map(|(i, p)| parse_key_part(p, &format!("{path}.key[{i}]")))
         .collect::<Result<_>>()?;
+    let identity = match o.str("identity")? {
+        None if key.iter().any(KeyPart::may_be_secret) => IdentityForm::Digest,
+        None => IdentityForm::Clear,
+        Some("digest") => IdentityForm::Digest,
+        Some("clear") => IdentityForm::Clear,
+        Some(_) => return Err(ConfigError::at(&o.path_of("identity"), "must be \"digest\" or \"clear\"")),
+    };
     let cost = parse_cost(o.value("cost"), &o.path_of("cost"))?;
     let failure_mode = match o.str("failure_mode")? {
         None | Some("open") => FailureMode::Open,
@@ -163,6 +192,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         name: name.to_string(),
         matcher,
         key,
+        identity,
         limits: Vec::with_capacity(limit_values.len()),
         cost,
         failure_mode,

@@ -174,6 +174,7 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reserve":2},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reserve: applies to a cost known after the response only"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":":status","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_header: is not a valid header name"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reserve":6},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: reserve (6) can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"identity":"plain","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].identity: must be \"digest\" or \"clear\""),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"u","default":1,"unreadable":"min"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.unreadable: must be \"max\" or \"default\""),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"bytes_per_unit":4},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.bytes_per_unit: applies to a response_body cost only"),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"u","default":1,"bytes_per_unit":0},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.bytes_per_unit: must be at least 1"),
@@ -293,4 +294,23 @@ fn a_body_cost_can_name_other_fields_for_streamed_bodies() {
         Config::parse(neither.as_bytes()).unwrap_err().to_string(),
         "rules[0].cost.response_body: must name the fields of a json body, of an event_stream body, or both"
     );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn identities_a_client_can_choose_are_digested_unless_the_rule_asks_for_clear_text() {
+    let rules = r#"[
+      {"name":"a","key":["header:x-api-key"],"limits":[{"limit":5,"window":"1s"}]},
+      {"name":"b","key":["query:k"],"limits":[{"limit":5,"window":"1s"}]},
+      {"name":"c","key":["client_ip","method","authority","literal:x"],"limits":[{"limit":5,"window":"1s"}]},
+      {"name":"d","key":["client_ip","path"],"limits":[{"limit":5,"window":"1s"}]},
+      {"name":"e","key":["header:x-api-key"],"identity":"clear","limits":[{"limit":5,"window":"1s"}]},
+      {"name":"f","key":["client_ip"],"identity":"digest","limits":[{"limit":5,"window":"1s"}]}]"#;
+    let c = Config::parse(format!(r#"{{"store":{{"cluster":"s"}},"rules":{rules}}}"#).as_bytes()).unwrap();
+    let forms: Vec<IdentityForm> = c.rules.iter().map(|r| r.identity).collect();
+    use IdentityForm::{Clear, Digest};
+    assert_eq!(forms, [Digest, Digest, Clear, Digest, Clear, Digest]);
+    // a and e share key parts but not the form: two decisions, two identities.
+    let groups: Vec<Vec<usize>> = c.groups.iter().map(|g| g.rules.clone()).collect();
+    assert_eq!(groups, [vec![0], vec![1], vec![2], vec![3], vec![4], vec![5]]);
 }

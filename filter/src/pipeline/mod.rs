@@ -165,7 +165,7 @@ where
     for group in &config.groups {
         let mut matched = group.rules.iter().copied().filter(|&r| config.rules[r].matcher.matches(req)).peekable();
         let Some(&first) = matched.peek() else { continue };
-        let identity = match identity(&group.key, req, config.xff_trusted_hops) {
+        let identity = match identity(&group.key, group.identity, req, config.xff_trusted_hops) {
             Identity::Key(k) => k,
             Identity::Absent => continue,
             Identity::Conflicting(part) => {

@@ -61,6 +61,9 @@ impl Drop for DecoderSlot {
 struct BodyTap {
     reader: DecodedReader,
     format: BodyFormat,
+    /// Not a 2xx answer: an error page is no usage report, so one that
+    /// cannot be read is charged as one without usage.
+    error_answer: bool,
     /// Held while `reader` decodes.
     slot: Option<DecoderSlot>,
 }
@@ -134,8 +137,13 @@ impl UsageWatch {
         let delivered = Delivered { event_stream: format == BodyFormat::EventStream, ..Delivered::default() };
         // No fields for this format: it reports no usage.
         let Some(fields) = fields else { return Some(Reported::Missing(delivered)) };
+        let status = response.header(":status").unwrap_or_default();
+        let error_answer = !status.starts_with(b"2");
         let coding = response.header("content-encoding");
         let Some(encoding) = Encoding::from_header(coding.as_deref()) else {
+            if error_answer {
+                return Some(Reported::Missing(delivered));
+            }
             return Some(Reported::Unreadable(format!(
                 "content-encoding {} cannot be decoded",
                 printable(coding.as_deref().unwrap_or_default())
@@ -153,7 +161,7 @@ impl UsageWatch {
             },
         };
         let reader = DecodedReader::new(UsageReader::new(fields, format, MAX_USAGE_BODY), encoding);
-        let mut tap = BodyTap { reader, format, slot };
+        let mut tap = BodyTap { reader, format, error_answer, slot };
         if end_of_stream {
             return Some(tap.finish());
         }
@@ -207,6 +215,7 @@ impl BodyTap {
         match usage {
             Usage::Found(n) => Reported::Found(n),
             Usage::Missing => Reported::Missing(self.delivered()),
+            Usage::Garbled(_) | Usage::TooLarge if self.error_answer => Reported::Missing(self.delivered()),
             Usage::Garbled(why) => Reported::Unreadable(why.to_string()),
             Usage::TooLarge => Reported::Unreadable(format!("the body passed {MAX_USAGE_BODY} bytes")),
         }

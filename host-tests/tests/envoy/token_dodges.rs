@@ -27,7 +27,12 @@ fn auth(token: &str) -> String {
 fn a_client_asking_for_gzip_pays_the_usage_in_the_answer() {
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
     let key = auth("sk-gzip-client");
-    let a = gw.chat(&[("authorization", &key), ("accept-encoding", "gzip"), ("x-usage", "150000"), ("x-pad-bytes", "2000")]);
+    let a = gw.chat(&[
+        ("authorization", &key),
+        ("accept-encoding", "gzip"),
+        ("x-usage", "150000"),
+        ("x-pad-bytes", "2000"),
+    ]);
     assert_eq!(a.status, 200);
     // Envoy's compressor, before the filter, compresses for the client.
     assert_eq!(a.header("content-encoding"), Some("gzip"));

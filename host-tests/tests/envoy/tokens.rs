@@ -8,6 +8,7 @@ use host_tests::envoy::start_from_template;
 use host_tests::http::{agent, send, Answer};
 use host_tests::llm_upstream::LlmUpstream;
 use host_tests::stack::Stack;
+use ratelimit::identity::digest;
 
 /// One rule keyed by `x-api-key`: `limits` (JSON), the cost from `cost` (JSON).
 fn config(cost: &str, limits: &str, mode: &str) -> String {
@@ -50,7 +51,7 @@ fn slow_request_losing_the_store(stack: &mut Stack, key: &str, usage: &str) -> A
 /// The fixed-window token count of `key` in Redis (0 if none yet).
 fn charged(stack: &Stack, key: &str) -> u64 {
     let mut c = stack.redis.connect();
-    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{key}}}:llm:fw:*")).query(&mut c).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{}}}:llm:fw:*", digest(key))).query(&mut c).unwrap();
     keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
 }
 
@@ -157,7 +158,8 @@ fn wait_sliding(stack: &Stack, key: &str, want: u64) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut c = stack.redis.connect();
     loop {
-        let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{key}}}:llm:sw:*")).query(&mut c).unwrap();
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg(format!("t:{{{}}}:llm:sw:*", digest(key))).query(&mut c).unwrap();
         let got: u64 =
             keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum();
         if got == want {

@@ -14,6 +14,7 @@ use host_tests::redis_proxy::RedisProxy;
 use host_tests::windows::{start_clear_of_boundary, DAY};
 
 use crate::{now_ms, plugin_config, scan_keys};
+use ratelimit::identity::digest;
 
 const DAY_MS: u64 = 86_400_000;
 
@@ -59,7 +60,7 @@ fn spread(cluster: &RedisCluster, prefix: &str, per_master: usize) -> BTreeMap<S
     let mut chosen = BTreeMap::new();
     for n in 0.. {
         let user = format!("{prefix}{n}");
-        let owner = cluster.owner_of(&format!("{{{user}}}")).port;
+        let owner = cluster.owner_of(&format!("{{{}}}", digest(&user))).port;
         if chosen.values().filter(|p| **p == owner).count() < per_master {
             chosen.insert(user, owner);
         }
@@ -89,9 +90,9 @@ fn exact(fleet: &Fleet, path: &str, rule: &str, user: &str, limit: u64) {
 /// The keys the filter writes for `user` after /closed and /open.
 fn expected_keys(user: &str, day: u64) -> [String; 3] {
     [
-        format!("t:{{{user}}}:closed:sw:{DAY_MS}:{day}"),
-        format!("t:{{{user}}}:closed:tb:{DAY_MS}"),
-        format!("t:{{{user}}}:open:fw:{DAY_MS}:{day}"),
+        format!("t:{{{}}}:closed:sw:{DAY_MS}:{day}", digest(user)),
+        format!("t:{{{}}}:closed:tb:{DAY_MS}", digest(user)),
+        format!("t:{{{}}}:open:fw:{DAY_MS}:{day}", digest(user)),
     ]
 }
 
@@ -147,7 +148,7 @@ fn limits_are_exact_on_every_shard_and_follow_the_failure_policy_through_a_maste
     // 2. Kill the master of the first identity (after its replica has every
     // write), with traffic running on all shards.
     let (exhausted, victim_port) = first.iter().next().map(|(u, p)| (u.clone(), *p)).unwrap();
-    cluster.wait_replicated(cluster.owner_of(&format!("{{{exhausted}}}")), Duration::from_secs(60));
+    cluster.wait_replicated(cluster.owner_of(&format!("{{{}}}", digest(&exhausted))), Duration::from_secs(60));
     let fresh = spread(&cluster, "b", 1);
     let victim = fresh.iter().find(|(_, p)| **p == victim_port).map(|(u, _)| u.clone()).unwrap();
     let healthy: Vec<String> = fresh.iter().filter(|(_, p)| **p != victim_port).map(|(u, _)| u.clone()).collect();

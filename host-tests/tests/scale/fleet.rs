@@ -12,6 +12,7 @@ use host_tests::redis_server::RedisServer;
 use host_tests::windows::{start_clear_of_boundary, DAY};
 
 use crate::{now_ms, plugin_config, scan_keys};
+use ratelimit::identity::digest;
 
 const PROXIES: usize = 3;
 const LIMIT: u64 = 20;
@@ -86,7 +87,7 @@ fn three_proxies_sharing_one_redis_admit_exactly_the_limit_for_every_algorithm()
         .flat_map(|(a, code)| {
             ["round-robin", "concurrent"].map(|user| {
                 let index = if ["sw", "fw"].contains(code) { format!(":{day}") } else { String::new() };
-                format!("t:{{{user}}}:{a}:{code}:{DAY_MS}{index}")
+                format!("t:{{{}}}:{a}:{code}:{DAY_MS}{index}", digest(user))
             })
         })
         .collect();

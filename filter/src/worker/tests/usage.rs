@@ -21,10 +21,14 @@ impl ResponseSource for Headers {
     }
 }
 
-const JSON: Headers = Headers(&[("content-type", "application/json")]);
-const GZIP: Headers = Headers(&[("content-type", "application/json"), ("content-encoding", "gzip")]);
-const BROTLI: Headers = Headers(&[("content-type", "application/json"), ("content-encoding", "br")]);
-const SSE: Headers = Headers(&[("content-type", "text/event-stream")]);
+const JSON: Headers = Headers(&[(":status", "200"), ("content-type", "application/json")]);
+const GZIP: Headers =
+    Headers(&[(":status", "200"), ("content-type", "application/json"), ("content-encoding", "gzip")]);
+const BROTLI: Headers =
+    Headers(&[(":status", "200"), ("content-type", "application/json"), ("content-encoding", "br")]);
+const SSE: Headers = Headers(&[(":status", "200"), ("content-type", "text/event-stream")]);
+/// Envoy's own answer when the upstream timed out.
+const TIMEOUT: Headers = Headers(&[(":status", "504"), ("content-type", "text/plain")]);
 
 /// A worker with stream 1 of client "a" admitted by the store.
 fn admitted() -> (FakeHost, Worker) {
@@ -114,4 +118,14 @@ fn a_stream_reset_before_its_usage_is_charged_what_it_delivered() {
     }
     w.on_stream_end(&host, 1);
     assert_eq!(charged(&host, 1), 300);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn an_error_answer_is_no_usage_report_and_is_charged_as_one_without_usage() {
+    let (host, mut w) = admitted();
+    w.on_response_headers(&host, 1, &TIMEOUT, false);
+    w.on_response_body(&host, 1, b"upstream request timeout", true);
+    assert_eq!(charged(&host, 1), 10, "the default, not max");
+    assert_eq!((host.metrics.get(0, Event::UsageMissing), host.metrics.get(0, Event::UsageUnreadable)), (1, 0));
 }
