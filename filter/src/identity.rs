@@ -48,7 +48,7 @@ pub fn identity<S: RequestSource + ?Sized>(
             OneValue::Conflicting => Err(i),
         };
         let value: Result<Option<Vec<u8>>, usize> = match part {
-            KeyPart::ClientIp => Ok(client_ip(req, xff_hops).map(String::into_bytes)),
+            KeyPart::ClientIp => Ok(Some(client_ip(req, xff_hops))),
             KeyPart::Path => Ok(req.path().map(<[u8]>::to_vec)),
             KeyPart::Method => Ok(req.method().map(<[u8]>::to_vec)),
             KeyPart::Authority => Ok(req.authority()),
@@ -92,21 +92,21 @@ pub fn digest(escaped: &str) -> String {
 /// prepend anything to that header; only trusted hops count. Falls back to
 /// the connection's address when the list is too short or that entry is
 /// not an address. Normalized, so `::ffff:1.2.3.4`-style spellings of one
-/// address are one identity.
-pub fn client_ip<S: RequestSource + ?Sized>(req: &Request<'_, S>, hops: u32) -> Option<String> {
+/// address are one identity. A connection's address that is no IP address
+/// (a Unix socket's or an internal listener's peer) is the identity as the
+/// host reports it, and no address at all is the empty one: every request
+/// has a client, so a `client_ip` rule always applies.
+pub fn client_ip<S: RequestSource + ?Sized>(req: &Request<'_, S>, hops: u32) -> Vec<u8> {
     if hops > 0 {
         let entries: Vec<&[u8]> = req.headers().lines("x-forwarded-for").flat_map(members).collect();
         if let Some(entry) = entries.len().checked_sub(hops as usize).and_then(|i| entries.get(i)) {
-            if let Some(ip) = parse_ip(entry) {
-                return Some(ip);
+            if let Some(ip) = crate::ip::canonical(entry) {
+                return ip.into_bytes();
             }
         }
     }
-    parse_ip(&req.source_address()?)
-}
-
-fn parse_ip(bytes: &[u8]) -> Option<String> {
-    crate::ip::canonical(bytes)
+    let source = req.source_address().unwrap_or_default();
+    crate::ip::canonical(&source).map_or(source, String::into_bytes)
 }
 
 /// Appends `bytes`, escaping every byte outside [A-Za-z0-9._-] as `~XX`;
@@ -205,6 +205,22 @@ mod tests {
         assert_eq!(id(&[KeyPart::ClientIp], &req, 3).as_deref(), Some("10.0.0.1"), "too few entries");
         let junk = FakeRequest::new("GET", "/").with("x-forwarded-for", "not-an-ip");
         assert_eq!(id(&[KeyPart::ClientIp], &junk, 1).as_deref(), Some("10.0.0.1"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn an_address_that_is_no_ip_is_still_the_clients_identity() {
+        let mut req = FakeRequest::new("GET", "/");
+        req.source = Some("[fe80::1%2]:8080".into());
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("fe80~3A~3A1~252"));
+        req.source = Some("/var/run/envoy.sock".into());
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("~2Fvar~2Frun~2Fenvoy.sock"));
+        req.source = Some("envoy_internal_listener".into());
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("envoy_internal_listener"));
+        req.source = Some("x".repeat(100));
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 0).map(|s| s.len()), Some(34), "bounded like any part");
+        req.source = None;
+        assert_eq!(id(&[KeyPart::ClientIp], &req, 0).as_deref(), Some("~_"), "no address: the empty one");
     }
 
     #[test]

@@ -56,7 +56,8 @@ impl Health {
                 | StoreError::Network
                 | StoreError::BreakerOpen
                 | StoreError::Unanswered
-                | StoreError::Overloaded,
+                | StoreError::Overloaded
+                | StoreError::RequestUnreadable,
             ) => Health::StoreDown,
             Err(StoreError::Redis(_) | StoreError::Malformed(_) | StoreError::ScriptMissing) => Health::KeyFailed,
         }

@@ -215,7 +215,11 @@ pub struct HostRequest;
 
 impl RequestSource for HostRequest {
     fn headers(&self) -> HeaderList {
-        abi::header_pairs(abi::REQUEST_HEADERS).ok().flatten().and_then(HeaderList::parse).unwrap_or_default()
+        match abi::header_pairs(abi::REQUEST_HEADERS) {
+            Ok(Some(pairs)) => HeaderList::parse(pairs).unwrap_or_else(HeaderList::unreadable),
+            Ok(None) => HeaderList::default(),
+            Err(_) => HeaderList::unreadable(),
+        }
     }
 
     fn source_address(&self) -> Option<Vec<u8>> {

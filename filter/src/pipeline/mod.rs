@@ -5,7 +5,7 @@
 
 use crate::breaker::{self, Gate};
 use crate::call::Op;
-use crate::config::{Config, Cost, Counts};
+use crate::config::{Config, Cost, Counts, Rule};
 use crate::decision::Decision;
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
@@ -159,6 +159,9 @@ where
     let read_once = std::cell::OnceCell::new();
     let now = || *read_once.get_or_init(&clock);
     let config = env.config;
+    if req.headers().is_unreadable() {
+        return Start::Done(unreadable::outcome(env, now()));
+    }
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
     let mut decisions = Vec::new();
     let mut known = Vec::new();
@@ -218,15 +221,7 @@ where
                 continue;
             }
             rules.push(r);
-            for (i, l) in rule.limits.iter().enumerate() {
-                let op = match (l.counts, &rule.cost) {
-                    (Counts::Requests, _) => Op::Use(1),
-                    (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
-                    (Counts::Cost, _) => Op::Use(cost),
-                };
-                let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, &digest, l.spec.window_ms));
-                limits.push(PlannedLimit { rule: r, limit: i, op, offset_ms });
-            }
+            plan_limits(&mut limits, r, rule, cost, &digest);
         }
         if !rules.is_empty() {
             let slot = cluster_slot(&identity);
@@ -251,6 +246,20 @@ where
         return Start::Done(pending.finish(env));
     }
     Start::Wait(pending)
+}
+
+/// What the limits of rule `r` do for a request of `cost` (a cost known
+/// after the response is only checked against the reserve now).
+fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, digest: &IdentityDigest) {
+    for (i, l) in rule.limits.iter().enumerate() {
+        let op = match (l.counts, &rule.cost) {
+            (Counts::Requests, _) => Op::Use(1),
+            (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
+            (Counts::Cost, _) => Op::Use(cost),
+        };
+        let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));
+        out.push(PlannedLimit { rule: r, limit: i, op, offset_ms });
+    }
 }
 
 /// The 429 of rule `r` denying `worst`, with the fields its style asks
@@ -284,6 +293,14 @@ impl Pending {
         if d.result.is_some() {
             return None;
         }
+        // A reply that does not cover every limit decided nothing (an
+        // empty one would otherwise read as "all allowed").
+        let result = match result {
+            Ok(v) if v.len() != d.limits.len() => {
+                Err(StoreError::Malformed("the reply does not cover the decision's limits"))
+            }
+            other => other,
+        };
         d.result = Some(result);
         self.decisions.iter().all(|d| d.result.is_some()).then(|| self.finish(env))
     }
@@ -312,7 +329,8 @@ impl Pending {
                 Some(Err(e)) => {
                     for &r in &d.rules {
                         match e {
-                            StoreError::BreakerOpen => {}
+                            // Counted where it was found.
+                            StoreError::BreakerOpen | StoreError::RequestUnreadable => {}
                             StoreError::Overloaded => env.metrics.count(r, Event::Overloaded),
                             _ => env.metrics.count(r, Event::StoreError),
                         }
@@ -375,6 +393,7 @@ mod headers;
 mod reads;
 #[cfg(test)]
 mod tests;
+mod unreadable;
 mod verdicts;
 
 use headers::{ietf_fields, response_headers};

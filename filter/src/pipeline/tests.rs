@@ -265,10 +265,39 @@ fn a_late_or_repeated_reply_is_ignored() {
 
 #[test]
 #[wasm_bindgen_test]
-fn a_reply_with_too_few_decisions_never_panics() {
+fn a_reply_that_does_not_cover_its_decisions_limits_is_a_store_error() {
     let w = World::new(CONFIG);
+    // Decision 0 (api-ip, one limit) gets no value, decision 1 (api and
+    // api-all, three limits) one: neither is "all allowed".
     let out = w.run(&api("k1"), &[Ok(vec![]), Ok(vec![allow(1, 1)])]);
-    assert!(matches!(out, Outcome::Continue(..)));
+    assert!(matches!(out, Outcome::Continue(..)), "open rules: the fallback admits");
+    for r in [1, 2, 3] {
+        assert_eq!((w.metrics.get(r, Event::StoreError), w.metrics.get(r, Event::Allowed)), (1, 0), "rule {r}");
+        assert_eq!(w.metrics.get(r, Event::FallbackAllowed), 1, "rule {r}");
+    }
+    let closed = w.run(&FakeRequest::new("POST", "/login"), &[Ok(vec![])]);
+    assert!(matches!(closed, Outcome::Reply(ref r) if r.status == 503), "{closed:?}");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_request_whose_headers_cannot_be_read_meets_every_enforced_rules_failure_policy() {
+    let w = World::new(CONFIG);
+    let req = FakeRequest { unreadable: true, ..FakeRequest::new("GET", "/anything") };
+    let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("decided at once") };
+    assert_eq!(r.status, 503, "login fails closed");
+    for r in 0..4 {
+        assert_eq!(w.metrics.get(r, Event::BadRequest), 1, "rule {r}");
+    }
+    assert_eq!(w.metrics.get(4, Event::BadRequest), 0, "a shadow rule never refuses");
+    // Open rules admit through the fallback, on one identity for all such
+    // requests, and a cost known after the response is still owed.
+    let w = World::new(COSTS);
+    let req = FakeRequest { unreadable: true, ..FakeRequest::new("POST", "/v1/chat") };
+    let Start::Done(Outcome::Continue(_, charges)) = w.begin(&req) else { panic!("admitted") };
+    assert_eq!(w.metrics.get(0, Event::FallbackAllowed), 1);
+    assert_eq!(charges.len(), 1);
+    assert_eq!(charges[0].identity, crate::identity::digest("~Unreadable"));
 }
 
 #[test]
@@ -277,7 +306,8 @@ fn a_failing_shard_sends_only_its_clients_to_the_failure_policy() {
     let w = World::new(CONFIG);
     let shard_down = || Err(StoreError::Redis("ERR upstream failure".into()));
     // k1 and k2 hash to different cluster slots.
-    assert_ne!(crate::keys::cluster_slot("k1"), crate::keys::cluster_slot("k2"));
+    let slot = |k: &str| crate::keys::cluster_slot(&crate::identity::digest(k));
+    assert_ne!(slot("k1"), slot("k2"));
     for _ in 0..3 {
         w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), shard_down()]);
     }

@@ -4,14 +4,19 @@
 
 use std::ops::Range;
 
-/// Field lines more than this are ignored (Envoy's own limit is 100).
-const MAX_LINES: usize = 1024;
+/// More field lines than this make the list unreadable (Envoy's own
+/// default limit is 100).
+pub const MAX_LINES: usize = 1024;
 
 /// Every header field line, in order, pseudo-headers included.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderList {
     buf: Vec<u8>,
     lines: Vec<(Range<usize>, Range<usize>)>,
+    /// The host's list could not be read whole (more than `MAX_LINES`
+    /// lines, a broken serialization, a failed hostcall): no rule can be
+    /// matched on it, and none may be skipped for it.
+    unreadable: bool,
 }
 
 fn u32_at(buf: &[u8], at: usize) -> Option<usize> {
@@ -41,7 +46,17 @@ impl HeaderList {
             }
             lines.push((name, value));
         }
-        Some(HeaderList { buf, lines })
+        Some(HeaderList { buf, lines, unreadable: false })
+    }
+
+    /// The list of a request whose headers could not be read whole.
+    pub fn unreadable() -> HeaderList {
+        HeaderList { unreadable: true, ..HeaderList::default() }
+    }
+
+    /// Whether the headers could not be read whole.
+    pub fn is_unreadable(&self) -> bool {
+        self.unreadable
     }
 
     /// Builds the list from (name, value) pairs (tests, other hosts).
@@ -56,7 +71,7 @@ impl HeaderList {
             buf.extend_from_slice(v);
             lines.push((name, value));
         }
-        HeaderList { buf, lines }
+        HeaderList { buf, lines, unreadable: false }
     }
 
     /// The values of every field line named `name` (ASCII case-insensitive), in order.

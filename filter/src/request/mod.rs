@@ -148,6 +148,8 @@ pub(crate) mod fake {
         pub headers: Vec<(Vec<u8>, Vec<u8>)>,
         /// "ip:port"
         pub source: Option<String>,
+        /// The host could not hand the headers over whole.
+        pub unreadable: bool,
     }
 
     impl FakeRequest {
@@ -180,6 +182,9 @@ pub(crate) mod fake {
 
     impl RequestSource for FakeRequest {
         fn headers(&self) -> HeaderList {
+            if self.unreadable {
+                return HeaderList::unreadable();
+            }
             HeaderList::from_pairs(&self.headers)
         }
         fn source_address(&self) -> Option<Vec<u8>> {

@@ -33,6 +33,9 @@ pub enum StoreError {
     Unanswered,
     /// Too many decisions are already waiting on this worker.
     Overloaded,
+    /// Not a store failure: the request's headers could not be read whole,
+    /// so its rules apply through their failure policies.
+    RequestUnreadable,
 }
 
 impl fmt::Display for StoreError {
@@ -47,6 +50,7 @@ impl fmt::Display for StoreError {
             StoreError::Network => write!(f, "redis connection failed or timed out"),
             StoreError::Unanswered => write!(f, "the host never answered the store call"),
             StoreError::Overloaded => write!(f, "too many decisions waiting for the store on this worker"),
+            StoreError::RequestUnreadable => write!(f, "the request's headers could not be read whole"),
         }
     }
 }

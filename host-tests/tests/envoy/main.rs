@@ -20,6 +20,7 @@ mod prometheus;
 mod store_misbehaving;
 mod token_dodges;
 mod tokens;
+mod unix_socket;
 mod vm_failure;
 
 /// A plugin configuration with `rules` (a JSON array body) and a short

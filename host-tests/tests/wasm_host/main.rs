@@ -10,6 +10,7 @@
 
 mod artifacts;
 mod breaker;
+mod client_identity;
 mod deny_cache;
 mod fallback;
 mod fixture;
