@@ -108,8 +108,16 @@ fn the_llm_gateway_is_valid_and_its_plugin_configuration_loads() {
     let module = dist("ratelimit.wasm").display().to_string();
     validate(&text.replace("/etc/envoy/ratelimit.wasm", &module));
     let v: Value = serde_norway::from_str(&text).unwrap();
-    let config = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-        ["http_filters"][0]["typed_config"]["config"];
+    let filters = v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["http_filters"]
+        .as_sequence()
+        .unwrap();
+    let names: Vec<&str> = filters.iter().filter_map(|f| f["name"].as_str()).collect();
+    // The compressor before the limiter (it reads the client's
+    // Accept-Encoding first, and compresses after the limiter read the
+    // usage), the router last.
+    assert_eq!(names, ["envoy.filters.http.compressor", "envoy.filters.http.wasm", "envoy.filters.http.router"]);
+    let config = &filters[1]["typed_config"]["config"];
     assert_eq!(config["failure_policy"].as_str(), Some("FAIL_RELOAD"));
     let plugin = config["configuration"]["value"].as_str().unwrap();
     let loaded = ratelimit::store::load(plugin.as_bytes()).unwrap();
