@@ -1,13 +1,18 @@
-//! Hash functions written here so the filter needs no crypto dependency:
-//! SHA-1 names the script for EVALSHA (computed at compile time); SHA-256
-//! shortens long client identities without letting them collide, and
+//! Hash functions: SHA-1 names the script for EVALSHA (computed at
+//! compile time, so as a `const fn` here); SHA-256 (RustCrypto's `sha2`)
+//! turns identities into digests for the store and shortens long ones, and
 //! digests every identity for the deny-cache and fallback fingerprints.
 
 mod sha1;
-mod sha256;
+
+use sha2::Digest;
 
 pub use sha1::sha1;
-pub use sha256::sha256;
+
+/// SHA-256 of `msg`.
+pub fn sha256(msg: &[u8]) -> [u8; 32] {
+    sha2::Sha256::digest(msg).into()
+}
 
 /// Lower-case hex of a digest, as Redis prints script SHA-1s.
 pub const fn hex<const N: usize, const H: usize>(bytes: &[u8; N]) -> [u8; H] {
@@ -74,6 +79,9 @@ mod tests {
     fn sha256_matches_published_vectors() {
         assert_eq!(hex_str(&sha256(b"abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(hex_str(&sha256(b"")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+        // Two blocks of padding, and several blocks.
+        assert_eq!(hex_str(&sha256(&[b'a'; 56])), "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+        assert_eq!(hex_str(&sha256(&[b'a'; 1000])), "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
     }
 
     #[test]

@@ -297,60 +297,14 @@ impl Parser<'_> {
                 return Err(self.syntax("bad number"));
             }
         }
-        let text = &self.input[start..self.pos];
-        let int = if integer { std::str::from_utf8(text).ok().and_then(|t| t.parse::<i64>().ok()) } else { None };
-        Ok(Value::Number(int, approximate(text)))
-    }
-}
-
-/// The value of a JSON number literal (already checked against the
-/// grammar), to about 17 significant digits: enough for a configuration,
-/// without the code size of an exact float parser.
-fn approximate(text: &[u8]) -> f64 {
-    let (negative, text) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    let mut mantissa: u64 = 0;
-    let mut exponent: i32 = 0;
-    let mut digits = 0;
-    let mut after_point = false;
-    let mut i = 0;
-    while let Some(&b) = text.get(i) {
-        match b {
-            b'0'..=b'9' => {
-                if digits < 18 {
-                    mantissa = mantissa * 10 + u64::from(b - b'0');
-                    if mantissa > 0 {
-                        digits += 1;
-                    }
-                    if after_point {
-                        exponent -= 1;
-                    }
-                } else if !after_point {
-                    exponent += 1;
-                }
-            }
-            b'.' => after_point = true,
-            _ => break,
+        let text = std::str::from_utf8(&self.input[start..self.pos]).map_err(|_| self.syntax("bad number"))?;
+        let int = if integer { text.parse::<i64>().ok() } else { None };
+        // std's parser rounds exactly (a literal read as the nearest double,
+        // as serde_json reads it); a number beyond every double is refused.
+        match text.parse::<f64>() {
+            Ok(f) if f.is_finite() => Ok(Value::Number(int, f)),
+            _ => Err(self.syntax("number out of range")),
         }
-        i += 1;
-    }
-    if let Some(b'e' | b'E') = text.get(i) {
-        let rest = &text[i + 1..];
-        let (sign, digits) = match rest.split_first() {
-            Some((b'-', d)) => (-1, d),
-            Some((b'+', d)) => (1, d),
-            _ => (1, rest),
-        };
-        let e = digits.iter().fold(0i32, |acc, d| acc.saturating_mul(10).saturating_add(i32::from(d - b'0')));
-        exponent = exponent.saturating_add(sign * e.min(400));
-    }
-    let value = mantissa as f64 * 10f64.powi(exponent.clamp(-400, 400));
-    if negative {
-        -value
-    } else {
-        value
     }
 }
 

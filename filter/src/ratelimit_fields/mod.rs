@@ -37,7 +37,7 @@
 //!   lets a server omit the others.
 
 mod jitter;
-mod sf;
+pub mod sf;
 
 pub use jitter::retry_after_with_jitter;
 pub use sf::INTEGER_MAX;
