@@ -1,14 +1,18 @@
 //! Many requests at once: exactly the limit passes.
 
 use std::sync::{Arc, Barrier};
+use std::time::Duration;
 
 use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin_config;
 
 #[test]
 fn sixty_four_concurrent_requests_against_limit_twenty_admit_exactly_twenty() {
     let rules = r#"{"name":"burst","key":["literal:everyone"],"limits":[{"algorithm":"sliding_window","limit":20,"window":"1h"}]}"#;
+    // Counted in an hour's window: all of it in one.
+    start_clear_of_boundary(HOUR, Duration::from_secs(60));
     let stack = Arc::new(Stack::start(&plugin_config(rules)));
     let barrier = Arc::new(Barrier::new(64));
     let threads: Vec<_> = (0..64)
@@ -35,6 +39,8 @@ fn sixty_four_concurrent_requests_over_ten_identities_admit_exactly_each_limit()
         let rules = format!(
             r#"{{"name":"per-key","key":["header:x-api-key"],"limits":[{{"algorithm":"{algorithm}","limit":3,"window":"1h"{burst}}}]}}"#
         );
+        // Counted in an hour's window: all of it in one.
+        start_clear_of_boundary(HOUR, Duration::from_secs(60));
         let stack = Arc::new(Stack::start(&plugin_config(&rules)));
         let barrier = Arc::new(Barrier::new(64));
         let threads: Vec<_> = (0..64)

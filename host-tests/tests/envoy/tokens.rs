@@ -2,12 +2,14 @@
 //! like an LLM API: usage read from the JSON body, from a Server-Sent
 //! Events stream and from a header, charged after the response.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use host_tests::envoy::start_from_template;
 use host_tests::http::{agent, send, Answer};
 use host_tests::llm_upstream::LlmUpstream;
 use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, HOUR};
 use ratelimit::identity::digest;
 
 /// One rule keyed by `x-api-key`: `limits` (JSON), the cost from `cost` (JSON).
@@ -34,18 +36,29 @@ fn chat_at(port: u16, key: &str, extra: &[(&str, &str)]) -> Answer {
     send(&agent(Duration::from_secs(60)), "POST", &format!("http://127.0.0.1:{port}/v1/chat/completions"), &headers)
 }
 
-/// Sends a slow request (answered after 1.5 s), stops Redis while the
-/// upstream works on it, and returns its answer: the check passed with the
-/// store up, the charge finds it gone.
-fn slow_request_losing_the_store(stack: &mut Stack, key: &str, usage: &str) -> Answer {
+/// Sends a slow request (answered after 1.5 s), stops Redis once the
+/// upstream has it (its check passed with the store up), and returns its
+/// answer: the charge finds the store gone.
+fn slow_request_losing_the_store(stack: &mut Stack, upstream: &LlmUpstream, key: &str, usage: &str) -> Answer {
     let port = stack.envoy.port;
     let redis = &mut stack.redis;
+    let served = || upstream.served.load(Ordering::Relaxed);
+    let before = served();
     std::thread::scope(|s| {
         let t = s.spawn(move || chat_at(port, key, &[("x-usage", usage), ("x-delay-ms", "1500")]));
-        std::thread::sleep(Duration::from_millis(500));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while served() == before {
+            assert!(Instant::now() < deadline, "the request never reached the upstream");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         redis.process.stop();
         t.join().unwrap()
     })
+}
+
+/// Every test here counts in hour windows: all of it in one.
+fn in_one_hour() {
+    start_clear_of_boundary(HOUR, Duration::from_secs(120));
 }
 
 /// The fixed-window token count of `key` in Redis (0 if none yet).
@@ -71,6 +84,7 @@ fn wait_charged(stack: &Stack, key: &str, want: u64) {
 
 #[test]
 fn the_usage_each_response_reports_is_charged_exactly() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
     for _ in 0..5 {
@@ -100,6 +114,7 @@ fn the_usage_each_response_reports_is_charged_exactly() {
 
 #[test]
 fn usage_from_a_response_header_is_charged() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let cost = r#"{"response_header":"x-usage-tokens","default":9,"max":1000}"#;
     let stack = Stack::start_with_upstream(&config(cost, HOUR_TOKENS, "open"), upstream.port);
@@ -112,6 +127,7 @@ fn usage_from_a_response_header_is_charged() {
 
 #[test]
 fn a_spent_budget_denies_with_the_tokens_remaining_until_the_debt_is_repaid() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
     let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
@@ -136,6 +152,7 @@ fn a_spent_budget_denies_with_the_tokens_remaining_until_the_debt_is_repaid() {
 
 #[test]
 fn two_proxies_share_one_budget() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"sliding_window","limit":1000,"window":"1h"}"#;
     let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
@@ -172,6 +189,7 @@ fn wait_sliding(stack: &Stack, key: &str, want: u64) {
 
 #[test]
 fn concurrent_requests_overshoot_by_at_most_what_was_in_flight() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
     let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
@@ -200,6 +218,7 @@ fn concurrent_requests_overshoot_by_at_most_what_was_in_flight() {
 
 #[test]
 fn a_twenty_megabyte_stream_passes_through_in_flat_memory() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
     chat(&stack, "warm", &[("x-usage", "1"), ("x-stream", "10")]);
@@ -219,6 +238,7 @@ fn a_twenty_megabyte_stream_passes_through_in_flat_memory() {
 
 #[test]
 fn a_stream_reset_before_the_usage_charges_at_least_the_default() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let stack = Stack::start_with_upstream(&config(BODY, HOUR_TOKENS, "open"), upstream.port);
     let raw = host_tests::raw_http::RawRequest::new("POST", b"/v1/chat/completions")
@@ -233,10 +253,11 @@ fn a_stream_reset_before_the_usage_charges_at_least_the_default() {
 
 #[test]
 fn a_charge_the_store_cannot_take_spends_the_fallback_share_and_never_blocks_the_response() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
     let mut stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
-    let a = slow_request_losing_the_store(&mut stack, "down", "900");
+    let a = slow_request_losing_the_store(&mut stack, &upstream, "down", "900");
     assert_eq!(a.status, 200, "the response is never blocked by a charge");
     let deadline = Instant::now() + Duration::from_secs(20);
     while stack.envoy.stat("wasmcustom.ratelimit.llm.charge_errors") < 1 {
@@ -256,10 +277,11 @@ fn a_charge_the_store_cannot_take_spends_the_fallback_share_and_never_blocks_the
 
 #[test]
 fn a_fail_closed_rule_answers_503_once_the_store_is_gone_even_after_a_charge_failed() {
+    in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
     let mut stack = Stack::start_with_upstream(&config(BODY, limit, "closed"), upstream.port);
-    let a = slow_request_losing_the_store(&mut stack, "closed", "10");
+    let a = slow_request_losing_the_store(&mut stack, &upstream, "closed", "10");
     assert_eq!(a.status, 200, "already let through: the charge cannot refuse it");
     let deadline = Instant::now() + Duration::from_secs(20);
     while stack.envoy.stat("wasmcustom.ratelimit.llm.charge_errors") < 1 {
