@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use host_tests::backend::Backend;
+use host_tests::bench::redis_info::command_stat;
 use host_tests::envoy::{config_text, start_from_template};
 use host_tests::http::{agent, send};
 use host_tests::redis_server::RedisServer;
@@ -94,10 +95,7 @@ fn script_cached(c: &mut redis::Connection) -> bool {
 }
 
 fn calls(c: &mut redis::Connection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    command_stat(c, command).calls
 }
 
 fn never_run_counts(c: &mut redis::Connection) -> Vec<u64> {
