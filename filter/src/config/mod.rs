@@ -17,7 +17,7 @@ mod store;
 use std::num::NonZeroU32;
 
 pub use cost::{Cost, UsageSource, MAX_COST};
-pub use credential::{Secret, MAX_WEBDIS_CREDENTIAL};
+pub use credential::Secret;
 pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use headers::HeaderStyle;

@@ -243,9 +243,20 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     assert_eq!(status, 200);
     assert!(body.starts_with(r#"{"EVALSHA":[false,"NOPERM"#), "{body}");
 
+    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut admin).unwrap();
+    // With the credential, any Lua can be loaded and run (SCRIPT LOAD, then
+    // EVALSHA): it runs as this user, so it can do no more than the user.
+    let lua = "return redis.call('FLUSHALL')";
+    let (status, body) = to_webdis(webdis.port, ("PUT", "/SCRIPT/LOAD", lua), Some(&good));
+    assert_eq!(status, 200, "{body}");
+    let sha: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let sha = sha["SCRIPT"].as_str().unwrap();
+    let (status, body) = to_webdis(webdis.port, ("GET", &*format!("/EVALSHA/{sha}/0"), ""), Some(&good));
+    assert_eq!(status, 200);
+    assert!(body.contains("The user executing the script can't run this command"), "{body}");
+
     // The user itself, straight to Redis.
     let mut user = connect_as(&redis, "default", PASSWORD);
-    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut admin).unwrap();
     for cmd in [
         redis::cmd("FLUSHALL"),
         redis::cmd("KEYS").arg("*").clone(),
