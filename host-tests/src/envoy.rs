@@ -36,7 +36,8 @@ pub fn config_text(name: &str) -> String {
 
 /// Fills the template: each `# template: <name>` line gets loopback
 /// addresses and the given ports; the plugin configuration between its
-/// markers is replaced. Panics if a marker is missing, so a test can never
+/// markers is replaced (with webdis's credential added, see
+/// [`crate::webdis::with_credential`]). Panics if a marker is missing, so a test can never
 /// run a private variant of the config.
 pub fn render(t: &EnvoyTemplate) -> String {
     render_text(&template_text(), t, &[("module", format!("local: {{ filename: {} }}", t.module))])
@@ -63,6 +64,8 @@ pub fn render_text(text: &str, t: &EnvoyTemplate, lines: &[(&str, String)]) -> S
                 "plugin-config-begin" => match &t.plugin_config {
                     Some(json) => {
                         in_plugin = true;
+                        // The shipped webdis.json refuses calls without it.
+                        let json = crate::webdis::with_credential(json);
                         let escaped = json.replace('\'', "''").replace('\n', " ");
                         out.push_str(&format!("{indent}value: '{escaped}'"));
                     }

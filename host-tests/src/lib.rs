@@ -31,6 +31,7 @@ pub mod redis_server;
 pub mod registry;
 pub mod script;
 pub mod stack;
+pub mod store_acl;
 pub mod test_server;
 pub mod wasm_host;
 pub mod webdis;

@@ -5,6 +5,7 @@
 //! refused. All defaults live here.
 
 mod cost;
+mod credential;
 mod duration;
 mod error;
 mod headers;
@@ -16,6 +17,7 @@ mod store;
 use std::num::NonZeroU32;
 
 pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
+pub use credential::Secret;
 pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use headers::HeaderStyle;

@@ -2,6 +2,7 @@
 
 use std::num::NonZeroU32;
 
+use super::credential::{parse_credential, Secret};
 use super::duration::{parse_ms, DURATION_HELP};
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -59,10 +60,11 @@ pub struct Store {
     pub breaker: Breaker,
     /// How often each worker reads the store's INFO (evictions, memory).
     pub stats_interval: Millis,
-    /// Redis ACL user (redis transport).
+    /// redis: the Redis ACL user; webdis: the basic-auth user of its ACL
+    /// (empty: none).
     pub username: String,
-    /// Redis password (redis transport).
-    pub password: String,
+    /// Its password.
+    pub password: Secret,
     /// The store is a Redis Cluster (behind Envoy's redis_proxy): one call
     /// may only touch keys of one hash slot.
     pub redis_cluster: bool,
@@ -130,15 +132,7 @@ pub fn parse_store(v: &Value) -> Result<Store> {
     };
     let stats_interval =
         duration(&o, "stats_interval", 10_000, 100, "must be a duration of at least \"100ms\", like \"10s\"")?;
-    let username = o.str("username")?.unwrap_or("");
-    let password = o.str("password")?.unwrap_or("");
-    if transport == Transport::Webdis && !(username.is_empty() && password.is_empty()) {
-        let field = if username.is_empty() { "store.password" } else { "store.username" };
-        return Err(ConfigError::at(
-            field,
-            "applies to transport \"redis\" only (webdis holds its own Redis credentials)",
-        ));
-    }
+    let credential = parse_credential(&o, transport)?;
     let batching = match o.value("batch") {
         None => Batching { max_in_flight: DEFAULT_IN_FLIGHT, max_decisions: DEFAULT_DECISIONS },
         Some(b) => {
@@ -160,8 +154,8 @@ pub fn parse_store(v: &Value) -> Result<Store> {
         timeout,
         breaker,
         stats_interval,
-        username: username.to_string(),
-        password: password.to_string(),
+        username: credential.username,
+        password: credential.password,
         redis_cluster: o.bool("redis_cluster")?.unwrap_or(false),
         batching,
     })

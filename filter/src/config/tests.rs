@@ -115,7 +115,7 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
         (r#"{"store":{"cluster":"s","timeout_ms":0},"rules":[]}"#, "store.timeout_ms: must be at least 1"),
         (
             r#"{"store":{"cluster":"s","password":"x"},"rules":[]}"#,
-            "store.password: applies to transport \"redis\" only (webdis holds its own Redis credentials)",
+            "store.password: webdis's basic auth needs store.username too",
         ),
         (
             r#"{"store":{"cluster":"s","circuit_breaker":{"open":"soon"}},"rules":[]}"#,

@@ -4,14 +4,14 @@
 use std::cell::Cell;
 
 use super::abi;
-use crate::config::{Config, Transport};
+use crate::config::{Config, Secret, Transport};
 use crate::metrics::{metric_name, Event, Metrics};
 use crate::request::{HeaderList, RequestSource};
 use crate::response::LocalReply;
 use crate::shared::SharedData;
 use crate::store::stats::StoreStats;
 use crate::store::transport::Wire;
-use crate::store::StoreError;
+use crate::store::{webdis, StoreError};
 use crate::worker::{Host, ResponseSource};
 
 /// Metric ids defined at configure time; a host without metrics
@@ -59,6 +59,8 @@ pub struct StoreTarget {
     pub cluster: String,
     /// webdis's :authority.
     pub authority: String,
+    /// webdis's basic auth, if configured.
+    pub authorization: Option<Secret>,
     /// Per call.
     pub timeout_ms: u32,
 }
@@ -70,6 +72,10 @@ impl StoreTarget {
             transport: config.store.transport,
             cluster: config.store.cluster.clone(),
             authority: config.store.authority.clone(),
+            authorization: match config.store.transport {
+                Transport::Webdis => webdis::authorization(&config.store.username, &config.store.password),
+                Transport::Redis => None,
+            },
             timeout_ms: u32::try_from(config.store.timeout.ms()).unwrap_or(u32::MAX),
         }
     }
@@ -165,11 +171,9 @@ impl Host for HostCalls<'_> {
         abi::set_effective_context(self.root).map_err(|_| StoreError::Dispatch)?;
         let sent = match wire {
             Wire::Http { method, path, body } => {
-                let headers = abi::serialize_pairs(&[
-                    (":method", method),
-                    (":path", path),
-                    (":authority", &self.target.authority),
-                ]);
+                let t = self.target;
+                let headers =
+                    abi::serialize_pairs(&webdis::headers(method, path, &t.authority, t.authorization.as_ref()));
                 abi::http_call(&self.target.cluster, &headers, body, self.target.timeout_ms)
                     .map_err(|_| StoreError::Dispatch)
             }

@@ -7,7 +7,7 @@ use std::cell::Cell;
 
 use super::exports::{answer_bound, read_answer};
 use super::vm::{defer, Deferred};
-use crate::config::Store;
+use crate::config::{Secret, Store};
 use crate::store::transport::Answer;
 use crate::store::StoreError;
 
@@ -37,7 +37,7 @@ extern "C" {
 /// The cluster's connection state on this VM.
 pub struct RedisLink {
     username: String,
-    password: String,
+    password: Secret,
     timeout_ms: u32,
     ready: Cell<bool>,
 }
@@ -57,7 +57,7 @@ impl RedisLink {
     /// on NOAUTH or after a failed attempt). A cluster the control plane
     /// has not pushed yet (BadArgument) is retried before the next call.
     pub fn init(&self, cluster: &str) -> bool {
-        let (c, u, p) = (cluster.as_bytes(), self.username.as_bytes(), self.password.as_bytes());
+        let (c, u, p) = (cluster.as_bytes(), self.username.as_bytes(), self.password.expose().as_bytes());
         // SAFETY: pointers and lengths of live slices; the host copies them.
         let status =
             unsafe { proxy_redis_init(c.as_ptr(), c.len(), u.as_ptr(), u.len(), p.as_ptr(), p.len(), self.timeout_ms) };

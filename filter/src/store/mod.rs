@@ -41,6 +41,10 @@ pub enum StoreError {
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            StoreError::Status(403) => write!(
+                f,
+                "store answered HTTP 403: webdis's ACL refused the call (check store.username and store.password)"
+            ),
             StoreError::Status(s) => write!(f, "store answered HTTP {s}"),
             StoreError::Dispatch => write!(f, "store call could not be dispatched"),
             StoreError::Redis(e) => write!(f, "redis error: {e}"),

@@ -6,11 +6,16 @@
 //! webdis 0.1.9 stalls on POST bodies beyond about 4 KB, so the script is
 //! loaded with `PUT /SCRIPT/LOAD` (the raw body becomes the argument) and
 //! configurations whose worst-case call would exceed the bound are refused.
-//! Redis errors arrive as HTTP 200 with `[false, "<message>"]`.
+//! Redis errors arrive as HTTP 200 with `[false, "<message>"]`. With
+//! `store.username` and `store.password` every call carries them as HTTP
+//! basic auth, which webdis's ACL compares with its `http_basic_auth`.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
 
 use super::{redis_error, Reply, StoreError};
 use crate::call::ScriptCall;
-use crate::config::{Config, ConfigError, Rule};
+use crate::config::{Config, ConfigError, Rule, Secret};
 use crate::identity::MAX_IDENTITY;
 use crate::json::{self, Value};
 use crate::model::LimitSpec;
@@ -54,6 +59,32 @@ pub fn script_load() -> WebdisRequest {
 /// The request for the store's `INFO` (memory, evictions, policy).
 pub fn info() -> WebdisRequest {
     WebdisRequest { method: "GET", path: "/INFO", body: Vec::new() }
+}
+
+/// The `Authorization` value for webdis's ACL: `Basic ` and the base64 of
+/// `username:password` (padded, one line: webdis compares the text as is);
+/// `None` without a credential.
+pub fn authorization(username: &str, password: &Secret) -> Option<Secret> {
+    if username.is_empty() && password.is_empty() {
+        return None;
+    }
+    let mut value = String::from("Basic ");
+    STANDARD.encode_string(format!("{username}:{}", password.expose()), &mut value);
+    Some(Secret::new(value))
+}
+
+/// The header list of one webdis call.
+pub fn headers<'a>(
+    method: &'a str,
+    path: &'a str,
+    authority: &'a str,
+    authorization: Option<&'a Secret>,
+) -> Vec<(&'a str, &'a str)> {
+    let mut headers = vec![(":method", method), (":path", path), (":authority", authority)];
+    if let Some(value) = authorization {
+        headers.push(("authorization", value.expose()));
+    }
+    headers
 }
 
 /// The `INFO` text from webdis's reply. webdis parses INFO into an object
@@ -193,6 +224,32 @@ mod tests {
             )
         );
         assert_eq!((req.method, req.path), ("POST", "/"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn the_credential_goes_as_basic_auth_on_every_call() {
+        // RFC 7617's example: Aladdin / open sesame.
+        let value = authorization("Aladdin", &Secret::new("open sesame")).unwrap();
+        assert_eq!(value.expose(), "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==");
+        // Non-ASCII is sent as its UTF-8 bytes, padded.
+        let value = authorization("ratelimit", &Secret::new("pässwörd")).unwrap();
+        assert_eq!(value.expose(), "Basic cmF0ZWxpbWl0OnDDpHNzd8O2cmQ=");
+        assert_eq!(authorization("", &Secret::default()), None);
+        assert_eq!(format!("{value:?}"), "Secret(redacted)");
+        assert_eq!(
+            headers("POST", "/", "webdis", Some(&value)),
+            [
+                (":method", "POST"),
+                (":path", "/"),
+                (":authority", "webdis"),
+                ("authorization", "Basic cmF0ZWxpbWl0OnDDpHNzd8O2cmQ="),
+            ]
+        );
+        assert_eq!(
+            headers("GET", "/INFO", "webdis", None),
+            [(":method", "GET"), (":path", "/INFO"), (":authority", "webdis")]
+        );
     }
 
     #[test]

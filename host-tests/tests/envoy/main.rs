@@ -17,6 +17,7 @@ mod hostile;
 mod identities;
 mod operators;
 mod prometheus;
+mod store_acl;
 mod store_misbehaving;
 mod token_dodges;
 mod tokens;

@@ -50,7 +50,8 @@ impl Kind {
             store_extra,
         );
         let top = merge(&format!(r#""domain":"t","store":{store},"rules":[{rules}]"#), extra);
-        top.to_string()
+        // The shipped webdis.json refuses calls without it.
+        host_tests::webdis::with_credential(&top.to_string())
     }
 }
 

@@ -69,7 +69,8 @@ fn the_webdis_call_is_what_webdis_expects() {
     let servers = Servers::start(Kind::Webdis);
     let config = Kind::Webdis.config(&rule("api", "/api", "closed", "fixed_window", 5, "1h"));
     let mut host = servers.host(&config, 1).start();
-    host.send(0, Request::get("/api").from("192.0.2.7:5555"));
+    let r = host.send(0, Request::get("/api").from("192.0.2.7:5555"));
+    assert_eq!((r.status, r.header("x-ratelimit-remaining")), (200, Some("4")), "decided by the store");
     let call = &host.calls()[0];
     assert_eq!(call.token % 4, 0, "HTTP-call tokens are 0 mod 4");
     assert_eq!(call.deadline_ms - call.dispatched_ms, 25);
@@ -77,6 +78,10 @@ fn the_webdis_call_is_what_webdis_expects() {
     let host_tests::wasm_host::calls::Request::Http { headers, .. } = &call.request else { panic!() };
     let get = |n: &str| headers.text(n);
     assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
+    // The shipped webdis.json's credential, as basic auth (webdis answered: it matched).
+    let (user, password) = host_tests::webdis::credential();
+    let basic = ratelimit::store::webdis::authorization(&user, &ratelimit::config::Secret::new(password)).unwrap();
+    assert_eq!(get("authorization"), Some(basic.expose()));
     let args = call.request.args();
     // Protocol v3: one key; now, one spec (fw, 5, 1 h, burst 5), one shape
     // of one limit: spec 1, use 1, offset 0; one decision of shape 1.

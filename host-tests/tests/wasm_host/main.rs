@@ -30,6 +30,7 @@ mod repeated_headers;
 mod reply_failures;
 mod retry_after;
 mod status_scenario;
+mod store_acl;
 mod stray_callbacks;
 mod ticks;
 mod timeouts;
