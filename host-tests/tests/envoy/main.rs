@@ -16,6 +16,7 @@ mod hostile;
 mod identities;
 mod operators;
 mod prometheus;
+mod recovery;
 mod store_misbehaving;
 mod tokens;
 mod vm_failure;
