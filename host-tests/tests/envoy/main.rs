@@ -18,6 +18,7 @@ mod operators;
 mod prometheus;
 mod recovery;
 mod store_misbehaving;
+mod token_fields;
 mod tokens;
 mod vm_failure;
 
