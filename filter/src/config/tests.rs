@@ -288,3 +288,29 @@ fn a_body_cost_can_name_other_fields_for_streamed_bodies() {
         "rules[0].cost.response_body: must name the fields of a json body, of an event_stream body, or both"
     );
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_body_cost_sums_at_most_eight_fields() {
+    let with = |n: usize| {
+        let paths: Vec<String> = (0..n).map(|i| format!("\"usage.f{i}\"")).collect();
+        format!(
+            r#"{{"store":{{"cluster":"s"}},"rules":[{{"name":"c","key":["path"],"cost":{{"response_body":[{}],"default":1}},"limits":[{{"limit":9,"window":"1h"}}]}}]}}"#,
+            paths.join(",")
+        )
+    };
+    let c = Config::parse(with(8).as_bytes()).unwrap();
+    let Cost::Response { source: UsageSource::Body { json: Some(json), .. }, .. } = &c.rules[0].cost else { panic!() };
+    assert_eq!(json.len(), 8);
+    assert_eq!(
+        Config::parse(with(9).as_bytes()).unwrap_err().to_string(),
+        "rules[0].cost.response_body: must list 1 to 8 field paths, not 9"
+    );
+    let streamed = with(9)
+        .replace(r#""response_body":["#, r#""response_body":{"event_stream":["#)
+        .replace(r#"],"default""#, r#"]},"default""#);
+    assert_eq!(
+        Config::parse(streamed.as_bytes()).unwrap_err().to_string(),
+        "rules[0].cost.response_body.event_stream: must list 1 to 8 field paths, not 9"
+    );
+}
