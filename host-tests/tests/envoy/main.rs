@@ -15,6 +15,7 @@ mod failure;
 mod hostile;
 mod identities;
 mod operators;
+mod paths;
 mod prometheus;
 mod recovery;
 mod store_misbehaving;
