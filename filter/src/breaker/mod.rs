@@ -1,7 +1,10 @@
 //! Circuit breakers in front of the store, shared by the proxy's workers.
 //! After N consecutive failures a breaker opens and no store call is made
-//! for the open period; then exactly one probe goes through. The probe's
-//! success closes it; its failure opens it again.
+//! for a wait; then exactly one probe goes through. The probe's success
+//! closes it; its failure opens it again for twice the wait. The first wait
+//! is 1 s and the longest is the configured open period ([`wait_ms`]): a
+//! store that comes back after a short outage is used again within about
+//! the outage's length, and a long outage costs one probe per open period.
 //!
 //! Two levels, because failures say different things:
 //! - the **store** breaker counts transport failures (HTTP status, timeout,
@@ -22,6 +25,8 @@ use crate::store::StoreError;
 
 const STORE_KEY: &str = "ratelimit.breaker";
 const ATTEMPTS: usize = 8;
+/// The wait before the first probe after a breaker opens.
+pub const FIRST_WAIT_MS: u64 = 1000;
 
 /// Whether to call the store now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,8 +71,19 @@ impl Health {
 
 /// A breaker record: consecutive failures, open until (ms), probe deadline
 /// (ms), and the time of the last failure (the store record: of the last
-/// slot failure).
+/// slot failure). While open, the failures past the threshold are the
+/// probes that failed in a row: they set the wait.
 type Record = [u64; 4];
+
+/// How long a breaker stays open after `failed_probes` probes failed in a
+/// row, counted from the failure that opened it: 1 s, doubling with each
+/// failed probe, at most the open period (an open period under 1 s: always
+/// the open period). With the default 30 s: 1, 2, 4, 8, 16, 30, 30 … s.
+pub fn wait_ms(config: &Breaker, failed_probes: u64) -> u64 {
+    // 2^40 s is far past any open period the configuration accepts.
+    let doubled = FIRST_WAIT_MS.saturating_mul(1 << failed_probes.min(40));
+    doubled.min(config.open.ms())
+}
 
 fn read<S: SharedData + ?Sized>(shared: &S, key: &str) -> (Record, Option<u32>) {
     match shared.get(key) {
@@ -127,14 +143,30 @@ fn update<S: SharedData + ?Sized>(shared: &S, key: &str, next: impl Fn(Record) -
     }
 }
 
-/// One more failure on (failures, open until): opens at the threshold. When
-/// `stale_since` (its last failure) is given, a count older than the open
-/// period starts over, so scattered failures never add up.
-fn count(failures: u64, open_until: u64, stale_since: Option<u64>, config: &Breaker, now_ms: u64) -> (u64, u64) {
+/// (failures, open until) after one more failure at `now_ms`, or `None`
+/// when it changes nothing:
+/// - closed: one more consecutive failure; at the threshold it opens for
+///   the first wait. When `stale_since` (its last failure) is given, a
+///   count older than the open period starts over, so scattered failures
+///   never add up;
+/// - open with a probe out: the probe failed; open again, for twice the
+///   last wait (at most the open period);
+/// - open with no probe out: a call sent before it opened came back late.
+///   It says nothing new, and must not stretch the wait.
+fn failed(r: Record, stale_since: Option<u64>, config: &Breaker, now_ms: u64) -> Option<(u64, u64)> {
+    let [failures, open_until, probe_deadline, _] = r;
+    let threshold = u64::from(config.failures);
+    if open_until != 0 {
+        if probe_deadline == 0 {
+            return None;
+        }
+        let failures = failures.saturating_add(1);
+        return Some((failures, now_ms.saturating_add(wait_ms(config, failures.saturating_sub(threshold)))));
+    }
     let stale = stale_since.is_some_and(|t| t != 0 && now_ms.saturating_sub(t) > config.open.ms());
-    let failures = if stale { 1 } else { failures + 1 };
-    let open_until = if failures >= u64::from(config.failures) { now_ms + config.open.ms() } else { open_until };
-    (failures, open_until)
+    let failures = if stale { 1 } else { failures.saturating_add(1) };
+    let open_until = if failures >= threshold { now_ms.saturating_add(wait_ms(config, 0)) } else { 0 };
+    Some((failures, open_until))
 }
 
 fn closed(r: Record) -> Option<Record> {
@@ -146,14 +178,14 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, n
     match health {
         // Consecutive: any answer in between resets the count.
         Health::StoreDown => update(shared, STORE_KEY, |r| {
-            let (failures, open_until) = count(r[0], r[1], None, config, now_ms);
+            let (failures, open_until) = failed(r, None, config, now_ms)?;
             Some([failures, open_until, 0, r[3]])
         }),
         // The transport works: the store breaker closes; the slot counts.
         Health::KeyFailed => {
             update(shared, STORE_KEY, |_| Some([0, 0, 0, now_ms]));
             update(shared, &slot_key(slot), |r| {
-                let (failures, open_until) = count(r[0], r[1], Some(r[3]), config, now_ms);
+                let (failures, open_until) = failed(r, Some(r[3]), config, now_ms)?;
                 Some([failures, open_until, 0, now_ms])
             });
         }

@@ -11,7 +11,7 @@ fn gate_at(s: &FakeShared, slot: u16, now: u64) -> Gate {
 
 #[test]
 #[wasm_bindgen_test]
-fn opens_after_three_transport_failures_then_lets_one_probe_through() {
+fn opens_after_three_transport_failures_then_lets_one_probe_through_after_a_second() {
     let s = FakeShared::default();
     for t in 0..2 {
         record(&s, &CFG, 1, t, DOWN);
@@ -20,11 +20,88 @@ fn opens_after_three_transport_failures_then_lets_one_probe_through() {
     record(&s, &CFG, 1, 10, DOWN);
     assert_eq!(gate_at(&s, 1, 10), Gate::Open);
     assert_eq!(gate_at(&s, 2, 10), Gate::Open, "a store-wide failure stops every slot");
-    assert_eq!(gate_at(&s, 1, 30_009), Gate::Open, "open for 30 s");
-    assert_eq!(gate_at(&s, 1, 30_010), Gate::Probe);
-    assert_eq!(gate_at(&s, 2, 30_011), Gate::Open, "only one probe at a time");
-    record(&s, &CFG, 1, 30_020, Health::Answered);
-    assert_eq!(gate_at(&s, 2, 30_021), Gate::Call);
+    assert_eq!(gate_at(&s, 1, 1_009), Gate::Open, "open for 1 s");
+    assert_eq!(gate_at(&s, 1, 1_010), Gate::Probe);
+    assert_eq!(gate_at(&s, 2, 1_011), Gate::Open, "only one probe at a time");
+    record(&s, &CFG, 1, 1_020, Health::Answered);
+    assert_eq!(gate_at(&s, 2, 1_021), Gate::Call);
+}
+
+/// Opens the breaker at `t` (three failures), then fails every probe the
+/// moment it is let through; the instants of the probes, from `t`, until
+/// `until`.
+fn probe_instants(s: &FakeShared, config: &Breaker, t: u64, until: u64) -> Vec<u64> {
+    for _ in 0..3 {
+        record(s, config, 1, t, DOWN);
+    }
+    let mut probes = Vec::new();
+    for now in t..=until {
+        match gate(s, config, 1, now, 100) {
+            Gate::Probe => {
+                probes.push(now - t);
+                record(s, config, 1, now, DOWN);
+            }
+            Gate::Open => {}
+            Gate::Call => panic!("closed at {now} with every probe failing"),
+        }
+    }
+    probes
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_wait_before_each_probe_doubles_from_one_second_up_to_the_open_period() {
+    let s = FakeShared::default();
+    assert_eq!(
+        probe_instants(&s, &CFG, 5_000, 5_000 + 200_000),
+        // Waits of 1, 2, 4, 8, 16, then 30 s: one probe per open period.
+        [1_000, 3_000, 7_000, 15_000, 31_000, 61_000, 91_000, 121_000, 151_000, 181_000]
+    );
+    let waits: Vec<u64> = (0..8).map(|k| wait_ms(&CFG, k)).collect();
+    assert_eq!(waits, [1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]);
+    assert_eq!(wait_ms(&CFG, u64::MAX), 30_000, "no overflow after any number of probes");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn an_open_period_under_two_seconds_caps_the_doubling_early() {
+    let short = Breaker { failures: 3, open: crate::time::Millis::of(2_500) };
+    assert_eq!(probe_instants(&FakeShared::default(), &short, 0, 12_000), [1_000, 3_000, 5_500, 8_000, 10_500]);
+    let tiny = Breaker { failures: 3, open: crate::time::Millis::of(250) };
+    assert_eq!(probe_instants(&FakeShared::default(), &tiny, 0, 1_000), [250, 500, 750, 1_000], "always `open`");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_successful_probe_closes_it_and_the_next_opening_starts_again_at_one_second() {
+    let s = FakeShared::default();
+    assert_eq!(probe_instants(&s, &CFG, 0, 20_000), [1_000, 3_000, 7_000, 15_000]);
+    // The next probe, at 31 000, finds the store back.
+    assert_eq!(gate_at(&s, 1, 31_000), Gate::Probe);
+    record(&s, &CFG, 1, 31_004, Health::Answered);
+    assert_eq!(gate_at(&s, 1, 31_005), Gate::Call);
+    assert_eq!(probe_instants(&s, &CFG, 40_000, 48_000), [1_000, 3_000, 7_000], "the doubling starts over");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_late_failure_of_a_call_sent_before_it_opened_does_not_stretch_the_wait() {
+    let s = FakeShared::default();
+    for t in 0..3 {
+        record(&s, &CFG, 1, t, DOWN);
+    }
+    // Calls in flight when it opened fail afterwards, with no probe out.
+    for t in [20, 400, 999] {
+        record(&s, &CFG, 1, t, DOWN);
+    }
+    assert_eq!(gate_at(&s, 1, 1_001), Gate::Open);
+    assert_eq!(gate_at(&s, 1, 1_002), Gate::Probe, "still 1 s after it opened");
+    record(&s, &CFG, 1, 1_010, DOWN);
+    // The probe's failure doubles the wait once, and a second late failure
+    // (no probe out any more) changes nothing.
+    record(&s, &CFG, 1, 1_500, DOWN);
+    assert_eq!(gate_at(&s, 1, 3_009), Gate::Open);
+    assert_eq!(gate_at(&s, 1, 3_010), Gate::Probe);
 }
 
 #[test]
@@ -34,13 +111,56 @@ fn a_failed_probe_reopens_and_a_lost_probe_is_replaced() {
     for t in 0..3 {
         record(&s, &CFG, 1, t, DOWN);
     }
-    assert_eq!(gate_at(&s, 1, 30_002), Gate::Probe);
-    record(&s, &CFG, 1, 30_050, DOWN);
-    assert_eq!(gate_at(&s, 1, 60_049), Gate::Open);
-    assert_eq!(gate_at(&s, 1, 60_050), Gate::Probe);
+    assert_eq!(gate_at(&s, 1, 1_002), Gate::Probe);
+    record(&s, &CFG, 1, 1_050, DOWN);
+    assert_eq!(gate_at(&s, 1, 3_049), Gate::Open);
+    assert_eq!(gate_at(&s, 1, 3_050), Gate::Probe);
     // That probe never reports back: after its deadline another goes.
-    assert_eq!(gate_at(&s, 1, 60_149), Gate::Open);
-    assert_eq!(gate_at(&s, 1, 60_150), Gate::Probe);
+    assert_eq!(gate_at(&s, 1, 3_149), Gate::Open);
+    assert_eq!(gate_at(&s, 1, 3_150), Gate::Probe);
+}
+
+/// Shared data where a rival worker runs its own gate between this
+/// worker's read and its compare-and-swap write: the race the CAS decides.
+struct Racing<'a> {
+    shared: &'a FakeShared,
+    /// The rival's slot and instant, taken by the first write.
+    rival: std::cell::Cell<Option<(u16, u64)>>,
+    rival_gate: std::cell::Cell<Option<Gate>>,
+}
+
+impl SharedData for Racing<'_> {
+    fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+        self.shared.get(key)
+    }
+    fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
+        if let Some((slot, now)) = self.rival.take() {
+            self.rival_gate.set(Some(gate(self.shared, &CFG, slot, now, 100)));
+        }
+        self.shared.set(key, value, cas)
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn two_workers_racing_for_the_probe_claim_it_once() {
+    for (breaker_slot, slots) in [(None, (1, 2)), (Some(7), (7, 7))] {
+        let s = FakeShared::default();
+        for t in 0..3 {
+            match breaker_slot {
+                None => record(&s, &CFG, 1, t, DOWN),
+                Some(slot) => record(&s, &CFG, slot, t, Health::KeyFailed),
+            }
+        }
+        let racing = Racing { shared: &s, rival: Some((slots.1, 1_002)).into(), rival_gate: None.into() };
+        // Both read the half-open record; the rival writes its claim first.
+        let mine = gate(&racing, &CFG, slots.0, 1_002, 100);
+        assert_eq!(racing.rival_gate.get(), Some(Gate::Probe), "{breaker_slot:?}: the rival won the claim");
+        assert_eq!(mine, Gate::Open, "{breaker_slot:?}: the loser's write is refused and it reads the claim");
+        // Until the probe reports or its deadline passes, nobody else probes.
+        assert_eq!(gate_at(&s, slots.0, 1_101), Gate::Open);
+        assert_eq!(gate_at(&s, slots.0, 1_102), Gate::Probe, "the lost probe is replaced once");
+    }
 }
 
 #[test]
@@ -66,9 +186,10 @@ fn a_failing_shard_opens_only_its_slot_while_other_slots_keep_calling() {
     }
     assert_eq!(gate_at(&s, 7, 30), Gate::Open);
     assert_eq!(gate_at(&s, 9000, 30), Gate::Call, "another shard is untouched");
-    assert_eq!(gate_at(&s, 7, 30_020), Gate::Probe, "the slot probes after its open period");
-    record(&s, &CFG, 7, 30_030, Health::Answered);
-    assert_eq!(gate_at(&s, 7, 30_031), Gate::Call);
+    assert_eq!(gate_at(&s, 7, 1_019), Gate::Open);
+    assert_eq!(gate_at(&s, 7, 1_020), Gate::Probe, "the slot probes 1 s after it opened");
+    record(&s, &CFG, 7, 1_030, Health::Answered);
+    assert_eq!(gate_at(&s, 7, 1_031), Gate::Call);
 }
 
 #[test]

@@ -314,3 +314,29 @@ fn identities_a_client_can_choose_are_digested_unless_the_rule_asks_for_clear_te
     let groups: Vec<Vec<usize>> = c.groups.iter().map(|g| g.rules.clone()).collect();
     assert_eq!(groups, [vec![0], vec![1], vec![2], vec![3], vec![4], vec![5]]);
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_body_cost_sums_at_most_eight_fields() {
+    let with = |n: usize| {
+        let paths: Vec<String> = (0..n).map(|i| format!("\"usage.f{i}\"")).collect();
+        format!(
+            r#"{{"store":{{"cluster":"s"}},"rules":[{{"name":"c","key":["path"],"cost":{{"response_body":[{}],"default":1}},"limits":[{{"limit":9,"window":"1h"}}]}}]}}"#,
+            paths.join(",")
+        )
+    };
+    let c = Config::parse(with(8).as_bytes()).unwrap();
+    let Cost::Response { source: UsageSource::Body { json: Some(json), .. }, .. } = &c.rules[0].cost else { panic!() };
+    assert_eq!(json.len(), 8);
+    assert_eq!(
+        Config::parse(with(9).as_bytes()).unwrap_err().to_string(),
+        "rules[0].cost.response_body: must list 1 to 8 field paths, not 9"
+    );
+    let streamed = with(9)
+        .replace(r#""response_body":["#, r#""response_body":{"event_stream":["#)
+        .replace(r#"],"default""#, r#"]},"default""#);
+    assert_eq!(
+        Config::parse(streamed.as_bytes()).unwrap_err().to_string(),
+        "rules[0].cost.response_body.event_stream: must list 1 to 8 field paths, not 9"
+    );
+}

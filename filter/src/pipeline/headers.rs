@@ -1,10 +1,10 @@
 //! The rate-limit fields of a response the filter lets through, and the
-//! IETF fields of a 429.
+//! IETF fields of any response.
 
 use super::Verdict;
 use crate::config::{Config, Cost, Counts};
 use crate::ratelimit_fields::{policy_field, state_field, Policy, QuotaUnit};
-use crate::response::{most_restrictive, rate_limit_headers, shadow_headers, Headers, Shown};
+use crate::response::{most_restrictive, rate_limit_headers, shadow_headers, Headers, PolicyRef, Shown};
 
 /// The fields of a response let through: the most restrictive limit of
 /// the enforced rules (in the style of its rule), and, for shadow rules
@@ -26,7 +26,8 @@ pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], n
             headers.extend(rate_limit_headers(&s, now));
         }
         if style.ietf {
-            headers.extend(ietf_fields(config, &enforced, &s));
+            let listed: Vec<Listed> = enforced.iter().filter_map(|s| s.policy.map(|p| (p, s.limit))).collect();
+            headers.extend(ietf_fields(config, &listed, &enforced, false));
         }
     }
     if let Some(s) = most_restrictive(&shown(true)) {
@@ -35,41 +36,60 @@ pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], n
     headers
 }
 
-/// `RateLimit-Policy` (every limit in `all` that counts requests) and
-/// `RateLimit` (the state of `worst`). A limit counting a cost (tokens)
-/// has no registered quota unit, so it is left out rather than announced
-/// as requests.
-pub(super) fn ietf_fields(config: &Config, all: &[Shown], worst: &Shown) -> Headers {
-    let counts_requests = |rule: usize, limit: usize| -> Option<&str> {
-        let r = config.rules.get(rule)?;
-        let l = r.limits.get(limit)?;
-        let requests = l.counts == Counts::Requests || r.cost == Cost::Fixed(1);
-        requests.then_some(l.policy.as_str())
-    };
-    let mut policies = Vec::with_capacity(all.len());
-    for s in all {
-        let Some(p) = s.policy else { continue };
-        let Some(name) = counts_requests(p.rule, p.limit) else { continue };
-        let Some(window_ms) = config.rules[p.rule].limits.get(p.limit).map(|l| l.spec.window_ms) else { continue };
+/// A limit `RateLimit-Policy` may name: which, and its quota (for a
+/// fallback bucket, this proxy's share).
+pub(super) type Listed = (PolicyRef, u64);
+
+/// The IETF fields:
+/// - `RateLimit-Policy` names every limit of `listed` that counts requests,
+///   once each, in order;
+/// - `RateLimit` is the state of the most restrictive of those limits among
+///   `states`. On a 429 (`refused`), only a limit that refused the request
+///   qualifies: the state of another would not explain the refusal, and its
+///   reset could come after the `Retry-After`, which draft-11 §6 asks
+///   servers to avoid. So a 429 that a token limit alone gave carries
+///   `RateLimit-Policy` and no `RateLimit`.
+///
+/// A limit counting a cost (tokens) is named in neither: draft-11 allows
+/// only the quota units of its registry (§3.1.2, §10.3: requests,
+/// content-bytes, concurrent-requests), and without `qu` a quota is read
+/// as requests, so it is left out rather than announced as requests.
+pub(super) fn ietf_fields(config: &Config, listed: &[Listed], states: &[Shown], refused: bool) -> Headers {
+    let mut policies = Vec::with_capacity(listed.len());
+    for &(p, quota) in listed {
+        let Some((name, window_ms)) = counts_requests(config, p) else { continue };
         if policies.iter().any(|q: &Policy<'_>| q.name == name) {
             continue;
         }
-        policies.push(Policy {
-            name,
-            quota: s.limit,
-            window_ms,
-            unit: QuotaUnit::Requests,
-            partition_key: p.partition,
-        });
+        policies.push(Policy { name, quota, window_ms, unit: QuotaUnit::Requests, partition_key: p.partition });
     }
     let mut headers = Headers::new();
     if let Some(field) = policy_field(&policies) {
         headers.push(("ratelimit-policy", field));
     }
-    if let Some(name) = worst.policy.and_then(|p| counts_requests(p.rule, p.limit).map(|n| (n, p.partition))) {
-        let d = &worst.decision;
-        let until = if d.allowed { d.reset_ms } else { d.retry_after_ms.unwrap_or(d.reset_ms) };
-        headers.push(("ratelimit", state_field(name.0, d.remaining, until, name.1)));
+    let named: Vec<Shown> = states
+        .iter()
+        .filter(|s| s.policy.and_then(|p| counts_requests(config, p)).is_some() && !(refused && s.decision.allowed))
+        .copied()
+        .collect();
+    if let Some((s, p)) = most_restrictive(&named).and_then(|s| s.policy.map(|p| (s, p))) {
+        if let Some((name, _)) = counts_requests(config, p) {
+            let d = &s.decision;
+            let until = if d.allowed { d.reset_ms } else { d.retry_after_ms.unwrap_or(d.reset_ms) };
+            headers.push(("ratelimit", state_field(name, d.remaining, until, p.partition)));
+        }
     }
     headers
 }
+
+/// The policy name and window of limit `p`, if it counts requests: a limit
+/// counting requests, or one counting the cost of a rule whose cost is 1.
+fn counts_requests(config: &Config, p: PolicyRef) -> Option<(&str, u64)> {
+    let r = config.rules.get(p.rule)?;
+    let l = r.limits.get(p.limit)?;
+    let requests = l.counts == Counts::Requests || r.cost == Cost::Fixed(1);
+    requests.then_some((l.policy.as_str(), l.spec.window_ms))
+}
+
+#[cfg(test)]
+mod tests;

@@ -263,13 +263,19 @@ fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, di
 }
 
 /// The 429 of rule `r` denying `worst`, with the fields its style asks
-/// for (`all`: every limit that applied, for `RateLimit-Policy`).
+/// for. `all` holds the outcomes of every limit decided for the request;
+/// `RateLimit-Policy` names those and every limit of rule `r` (a denial
+/// from the deny cache decided only one of them).
 fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, random: u64) -> LocalReply {
     let rule = &config.rules[r];
     let style = rule.headers.unwrap_or(config.headers);
     let mut reply = too_many_requests(&rule.name, worst, now, style.legacy, random, config.retry_after_jitter_ppm);
     if style.ietf {
-        reply.headers.extend(ietf_fields(config, all, worst));
+        let partition = worst.policy.and_then(|p| p.partition);
+        let of_rule =
+            rule.limits.iter().enumerate().map(|(i, l)| (PolicyRef { rule: r, limit: i, partition }, l.spec.limit));
+        let listed: Vec<Listed> = all.iter().filter_map(|s| s.policy.map(|p| (p, s.limit))).chain(of_rule).collect();
+        reply.headers.extend(ietf_fields(config, &listed, all, true));
     }
     reply
 }
@@ -396,5 +402,5 @@ mod tests;
 mod unreadable;
 mod verdicts;
 
-use headers::{ietf_fields, response_headers};
+use headers::{ietf_fields, response_headers, Listed};
 use reads::{cached_denial, header_cost, part_name, window_offset};

@@ -46,11 +46,12 @@ use crate::digest::sha256;
 
 /// A quota unit of the draft's registry (§3.1.2, §10.3).
 ///
-/// There is no registered unit for LLM tokens, and `qu` "MUST" be a
-/// registered value: a token budget has no truthful `qu`. Omitting `qu`
-/// would claim requests, so a token limit is better left out of
-/// `RateLimit-Policy` (or given a vendor-prefixed parameter, §3.1) than
-/// sent as `Requests`.
+/// There is no registered unit for LLM tokens, and `qu` must be a value
+/// of the registry (§3.1.2), which grows only by registration with a
+/// specification (§10.3): a token budget has no truthful `qu`. Omitting
+/// `qu` would claim requests, and so would a vendor-prefixed parameter to a
+/// client that ignores it (§3.1: other parameters are comments), so a token
+/// limit is left out of the fields rather than sent as `Requests`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuotaUnit {
     /// The default: `qu` is omitted.

@@ -32,3 +32,14 @@ fn docker_compose_runs_the_same_envoy_config() {
     assert!(compose.contains("ratelimit.wasm:/etc/envoy/ratelimit.wasm"), "{compose}");
     assert!(compose.contains("envoyproxy/envoy:v1.40"), "{compose}");
 }
+
+#[test]
+fn every_shipped_connection_manager_normalizes_paths_before_the_filter() {
+    for file in ["envoy.yaml", "envoy-remote.yaml", "llm-gateway.yaml"] {
+        let v: serde_norway::Value = serde_norway::from_str(&host_tests::envoy::config_text(file)).unwrap();
+        let hcm = &v["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        assert_eq!(hcm["normalize_path"].as_bool(), Some(true), "{file}");
+        assert_eq!(hcm["merge_slashes"].as_bool(), Some(true), "{file}");
+        assert_eq!(hcm["path_with_escaped_slashes_action"].as_str(), Some("REJECT_REQUEST"), "{file}");
+    }
+}

@@ -117,9 +117,14 @@ fn memory_stays_flat_when_callbacks_are_lost(kind: Kind) {
     assert!(calls > total / 4, "the store was asked: {calls} calls");
     assert!(abandoned > calls / 10, "about a fifth of the calls were never called back: {abandoned} of {calls}");
     assert_eq!(host.live_streams(0), 0);
-    assert_eq!(
-        host.memory_bytes(0),
-        after_quarter.unwrap(),
-        "the module's memory grew between the first quarter of {total} requests and the end"
+    // Wasm memory grows a page (64 KiB) at a time and never shrinks: a later
+    // stretch with more calls at once than the first quarter saw (when the
+    // breaker happens to stay closed longer) may add one page, once, then
+    // nothing (checked over 200,000 requests). A leak keeps adding: 30,000
+    // more requests leaking even 3 bytes each are more than a page.
+    let (end, quarter) = (host.memory_bytes(0), after_quarter.unwrap());
+    assert!(
+        end <= quarter + 65_536,
+        "the module's memory grew from {quarter} to {end} bytes between the first quarter of {total} requests and the end"
     );
 }
