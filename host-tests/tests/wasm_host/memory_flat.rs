@@ -4,10 +4,10 @@
 //! The module's linear memory must stay flat: what it holds per request
 //! must go when the request goes, whether or not the host ever answered.
 //!
-//! Criterion: the memory after the first quarter of the requests equals the
-//! memory at the end (wasm memory never shrinks, so any per-request leak
-//! shows as growth). The count is `WASM_HOST_REQUESTS`: default 40,000,
-//! about 15 s per build in a debug build (2,000-3,000 requests/s); the
+//! Criterion: from the end of the first quarter to the end, the memory
+//! grows by at most two pages (wasm memory never shrinks, so any
+//! per-request leak shows as growth; see the assertion for the bound). The count is `WASM_HOST_REQUESTS`: default 80,000,
+//! about 15 s per build in a debug build (4,000-7,000 requests/s); the
 //! issue's 1,000,000 wants an optimized build, e.g.
 //! `--config 'profile.dev.opt-level=2' --config 'profile.dev.package."*".opt-level=2'`
 //! (about 17,000 requests/s on an idle core).
@@ -37,7 +37,7 @@ const BATCH: u64 = 100;
 const CLIENTS: u64 = 1_000;
 
 fn requests() -> u64 {
-    std::env::var("WASM_HOST_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(40_000)
+    std::env::var("WASM_HOST_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(80_000)
 }
 
 /// The store's answers: mostly an admission, some denials, some lost
@@ -117,14 +117,16 @@ fn memory_stays_flat_when_callbacks_are_lost(kind: Kind) {
     assert!(calls > total / 4, "the store was asked: {calls} calls");
     assert!(abandoned > calls / 10, "about a fifth of the calls were never called back: {abandoned} of {calls}");
     assert_eq!(host.live_streams(0), 0);
-    // Wasm memory grows a page (64 KiB) at a time and never shrinks: a later
-    // stretch with more calls at once than the first quarter saw (when the
-    // breaker happens to stay closed longer) may add one page, once, then
-    // nothing (checked over 200,000 requests). A leak keeps adding: 30,000
-    // more requests leaking even 3 bytes each are more than a page.
+    // Wasm memory grows a page (64 KiB) at a time and never shrinks. One
+    // step of two pages, once, is the decision queue's high-water mark:
+    // while callbacks are lost, at most 64 calls are in flight and what
+    // waits queues (seen at about 27,000 requests with webdis and 56,000
+    // with Redis, then nothing up to 160,000). A leak keeps adding: the
+    // 60,000 requests after the first quarter leaking even 3 bytes each
+    // are more than two pages.
     let (end, quarter) = (host.memory_bytes(0), after_quarter.unwrap());
     assert!(
-        end <= quarter + 65_536,
+        end <= quarter + 2 * 65_536,
         "the module's memory grew from {quarter} to {end} bytes between the first quarter of {total} requests and the end"
     );
 }
