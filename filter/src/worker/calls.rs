@@ -1,7 +1,9 @@
 //! The worker's store calls: filling a call from the queue, sending it,
 //! taking its answer through the call's state machine, and handing each
 //! decision its result (the breakers count a call once, and a decision
-//! that failed inside Redis against its own slot).
+//! that failed inside Redis against its own slot). A store that turns out
+//! to be a Redis Cluster (`CROSSSLOT`) gets the call's decisions again,
+//! one hash slot per call.
 
 use super::{Flight, Host, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
@@ -180,6 +182,9 @@ impl Worker {
     /// an answer against each slot as answered, except the slots of
     /// decisions that failed inside Redis, each a key failure.
     pub(super) fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<ScriptReply, StoreError>) {
+        if matches!(&result, Err(StoreError::Redis(e)) if e.starts_with("CROSSSLOT")) && self.split(host, &flight) {
+            return;
+        }
         let now = host.now_ms();
         let results: Result<Vec<DecisionResult>, StoreError> = result.and_then(|reply| flight.call.decode(&reply));
         let breaker = &self.config.store.breaker;
@@ -228,5 +233,31 @@ impl Worker {
         if let Some(count) = self.errors.record(now) {
             host.warn(&format!("ratelimit: {e} ({count} store errors on this worker since the last such line)"));
         }
+    }
+
+    /// A call of decisions of several hash slots met `CROSSSLOT`: the store
+    /// is a Redis Cluster. Its decisions go back to the front of the queue,
+    /// and this worker fills its calls with one slot each from now on, as
+    /// `store.redis_cluster: true` does (said once in the log). False when
+    /// the call held one slot: splitting cannot help, it is a store error.
+    fn split<H: Host>(&mut self, host: &H, flight: &Flight) -> bool {
+        if flight.slots.iter().all(|&s| Some(s) == flight.slots.first().copied()) {
+            return false;
+        }
+        if !self.config.store.redis_cluster {
+            self.config.store.redis_cluster = true;
+            host.warn(
+                "ratelimit: the store is a Redis Cluster (CROSSSLOT): batching one hash slot per call from now on; \
+                 set store.redis_cluster: true",
+            );
+        }
+        for &owner in flight.owners.iter().rev() {
+            let Some(item) = self.queued(owner, flight.started_ms) else { continue };
+            if let Err(item) = self.queue.push_front(item) {
+                self.deliver(host, item.owner, Err(StoreError::Overloaded), host.now_ms());
+            }
+        }
+        self.pump(host);
+        true
     }
 }
