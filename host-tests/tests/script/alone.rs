@@ -14,14 +14,10 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 /// Every algorithm's keys in one decision, sliding_log third: the
 /// decision's counters are decided (and their writes queued) before it fails.
 fn limits() -> Vec<LimitCall<'static>> {
-    [spec(SlidingWindow, 5, 60_000, 5), spec(FixedWindow, 5, 60_000, 5), spec(SlidingLog, 5, 60_000, 5)]
-        .into_iter()
-        .chain([spec(TokenBucket, 5, 60_000, 5)])
-        .map(|s| limit(s, Op::Use(1)))
-        .collect()
+    [SlidingWindow, FixedWindow, SlidingLog, TokenBucket].map(|a| limit(spec(a, 5, 60_000, 5), Op::Use(1))).to_vec()
 }
 
-/// The batch of `identities` at `now`, each deciding `limits`.
+/// The batch of `identities`, each deciding `limits`.
 fn batch<'a>(identities: &[&'a str], limits: &'a [LimitCall<'a>]) -> Vec<DecisionCall<'a>> {
     identities.iter().map(|identity| DecisionCall { identity, limits }).collect()
 }
