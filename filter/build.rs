@@ -13,10 +13,13 @@ mod rename;
 
 use std::error::Error;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let lua = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lua");
+    // Read when the script runs, not when it was compiled: a build script
+    // compiled in another checkout (a copied target/) would read that
+    // checkout's lua/.
+    let lua = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../lua");
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     println!("cargo:rerun-if-changed=build");
     let read = |name: &str| -> Result<String, Box<dyn Error>> {

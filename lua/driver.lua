@@ -19,9 +19,15 @@
 --       retry_after_ms (0 when allowed; -1 when amount can never fit).
 --       For g: allowed = at least one unit remains after the charge, and
 --       retry_after_ms = until one unit remains.
+--       A decision that met a Redis error (a key of another type under a
+--       sliding_log's name: WRONGTYPE) failed alone: in its slots, the
+--       error's text (a string, at most ERROR_TEXT bytes) in place of its
+--       first allowed, then zeros; nothing of it was written, and the other
+--       decisions are decided as usual.
 --
 -- All or nothing per request-time decision: its u writes are applied only
--- if every limit allows. Anything invalid is refused before any key is read.
+-- if every limit allows. Anything invalid is refused before any key is read
+-- (an error reply for the whole call).
 --
 -- Redis's cost is per command, so the counters and states (every key but
 -- sliding_log's) are read by ONE MGET for the whole batch and written at
@@ -30,8 +36,19 @@
 -- the batch added, which keeps its TTL: sw and fw give a key the same
 -- expiry on every write (the end of its window, plus one window for sw),
 -- so the first write's stands, and an integer reply costs Redis less than
--- SET's status. New keys, and tb and gc states (their TTL moves), are SET
--- with PX. sliding_log reads and writes its sorted set as it goes.
+-- SET's status. PTTL then checks it has one (a count someone else wrote
+-- without a TTL is given the one this script would have given it; cheaper
+-- than a SET ... PX of every count). New keys, and tb and gc states (their
+-- TTL moves), are SET with PX. So every key written has a TTL.
+--
+-- A decision fails alone: MGET reads another type as absent and never
+-- fails, SET replaces whatever a key held, and INCRBY's failure (a text
+-- that is no integer to Redis) is caught and the key replaced by SET, so
+-- only sliding_log, which reads and writes its sorted set as it goes, can
+-- meet a key of another type: its first read is a pcall, before anything
+-- of its decision is written. What else can refuse a command (OOM,
+-- READONLY, MISCONF), Redis refuses only while the script has written
+-- nothing: an error reply for the whole call, and nothing written.
 --
 -- Debt caps (so every reply is bounded): a token bucket's tokens never go
 -- below -capacity and a GCRA's TAT never more than one tolerance past the
@@ -46,6 +63,10 @@ local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64 -- at most MAX_DECISION
 local MGET_CHUNK = 800 -- keys per MGET: unpack stays far below the ~8000 of Lua
 local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
 local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
+-- The longest error text in a reply: Redis's WRONGTYPE message whole. With
+-- the zeros after it, it takes no more room than the four integers it
+-- replaces (the filter bounds a reply by its integers' count).
+local ERROR_TEXT = 66
 
 local function bad(msg)
   return redis.error_reply('ERR ratelimit: ' .. msg)
@@ -78,7 +99,10 @@ end
 -- shares, computed once: spec s has the 8 slots from 8 x (s - 1): code,
 -- limit, window, burst, then p1..p4: for tb and gc the tolerance (burst x
 -- window units) and the debt cap as (whole ms, remainder in 1/limit ms);
--- for sw the elapsed part of the window and the TTL of its writes.
+-- for sw the elapsed part of the window and the TTL of its writes, as a
+-- number and as the text of their PX; for fw the elapsed part of an
+-- aligned window and the text of its writes' PX (a string.format per call,
+-- not per write).
 local sp = { false, false, false, false, false, false, false, false }
 local a = 3
 for s = 1, S do
@@ -106,7 +130,12 @@ for s = 1, S do
     if ttl > TOP then
       ttl = TOP
     end
-    sp[o + 5], sp[o + 6] = elapsed, ttl
+    -- ttl also as the text of its writes' PX: formatted once per call.
+    sp[o + 5], sp[o + 6], sp[o + 7] = elapsed, ttl, fmt('%d', ttl)
+  elseif c == 'fw' then
+    -- Where now is in an aligned window, and the PX of its writes as text.
+    local elapsed = now % window
+    sp[o + 5], sp[o + 6] = elapsed, fmt('%d', window - elapsed)
   elseif c == 'tb' or c == 'gc' then
     local tol = burst * window
     local q = floor(tol / limit)
@@ -255,17 +284,20 @@ end
 
 local reply = {}
 -- A decision's queued writes, 4 slots each from 4 x (w - 1): key, value,
--- and for string keys its PX in ms or false; for sl its clock, and as
--- value and PX its amount and window (see sliding_log_write.lua).
+-- PX, and how: false for SET ... PX, true to raise a count held by INCRBY
+-- (value: what to add; PX: what to give it if it has no TTL); for sl the
+-- clock t, the value and PX being its amount and window (see
+-- sliding_log_write.lua).
 local wq = { false, false, false, false }
 -- The batch's writes to string keys, applied at the end: in val, what sw
--- and fw added to the count a key held (0 if none), or a tb or gc state;
--- in px, the PX of those SET (new counts and every state).
-local val, px = {}, {}
+-- and fw added to the count a key held, a new count, or a tb or gc state;
+-- in px the PX of those SET, in ex that of the counts raised.
+local val, px, ex = {}, {}, {}
 local k, r = 1, 0
 for d = first, first + D - 1 do
   local at = 4 * shape[argv[d]] - 4
-  local x, nw, all, charge = hs[at + 1], 0, true, hs[at + 4]
+  local x, nw, all, charge, failed = hs[at + 1], 0, true, hs[at + 4], false
+  local k0, r0 = k, r
   for _ = 1, hs[at + 2] do
     local s, op, amount, offset = lq[x + 1], lq[x + 2], lq[x + 3], lq[x + 4]
     x = x + 4
@@ -281,6 +313,9 @@ for d = first, first + D - 1 do
         --@include fixed_window.lua
       elseif c == 'sl' then
         --@include sliding_log.lua
+        if failed then
+          break
+        end
       else
         --@include tat.lua
       end
@@ -290,35 +325,46 @@ for d = first, first + D - 1 do
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
     r = r + 4
   end
-  if all or charge then
+  if failed then
+    -- Nothing of it is written; its values: the error's text, then zeros.
+    k, r = k0 + hs[at + 3], r0 + 4 * hs[at + 2]
+    reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
+    for i = r0 + 2, r do
+      reply[i] = 0
+    end
+  elseif all or charge then
     for w = 1, nw, 4 do
-      local key = wq[w]
-      if wq[w + 3] then
-        --@include sliding_log_write.lua
+      local key, how = wq[w], wq[w + 3]
+      if how == false then
+        val[key], px[key] = wq[w + 1], wq[w + 2]
+      elseif how == true then
+        val[key], ex[key] = wq[w + 1], wq[w + 2]
       else
-        val[key] = wq[w + 1]
-        if wq[w + 2] then
-          px[key] = wq[w + 2]
-        end
+        --@include sliding_log_write.lua
       end
     end
   end
 end
--- Any order: the call is atomic.
+-- Any order: the call is atomic. Every key written leaves with a TTL.
 for key, v in pairs(val) do
   local t = px[key]
   if t then
     if kind(v) == 'number' then
       v = fmt('%d', v)
     end
-    call('SET', key, v, 'PX', fmt('%d', t))
-  else
-    local by = v == 1 and '1' or fmt('%d', v)
-    if kind(try('INCRBY', key, by)) ~= 'number' then
-      -- Not an integer as this script writes one ('5.5', '007'): what Lua
-      -- read it as, plus the sum, replaces it; its TTL stands.
-      call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + v), 'KEEPTTL')
+    if kind(t) == 'number' then
+      t = fmt('%d', t)
     end
+    call('SET', key, v, 'PX', t)
+  elseif kind(try('INCRBY', key, v == 1 and '1' or fmt('%d', v))) ~= 'number' then
+    -- Not an integer as Redis reads one ('5.5', '007'): what Lua read it
+    -- as, plus the sum, replaces it.
+    t = ex[key]
+    call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + v), 'PX', kind(t) == 'number' and fmt('%d', t) or t)
+  elseif call('PTTL', key) == -1 then
+    -- A count someone else wrote without a TTL.
+    t = ex[key]
+    call('PEXPIRE', key, kind(t) == 'number' and fmt('%d', t) or t)
   end
 end
 return reply

@@ -1,29 +1,30 @@
 -- fixed_window: one counter per window, the window index in its name (from
 -- the caller's clock, shifted by the limit's offset: the window works on
 -- now + offset). Created with SET ... PX <ms to the window's end>, so the
--- TTL is exact and needs no PEXPIRE NX (Redis 7.0); kept on later writes.
+-- TTL is exact and needs no PEXPIRE NX (Redis 7.0); raised by INCRBY,
+-- which keeps it (a count held without one is given one: see the driver).
 -- (A fragment of the driver's loop.)
 local key = keys[k]
 local held = num(got[k]) -- nil when absent
 local base = held or 0
 local count = base + (val[key] or 0)
-local elapsed = now % window
-if elapsed >= window - offset then
-  elapsed = elapsed - (window - offset)
-else
-  elapsed = elapsed + offset
+local elapsed, ttl = p1, p2 -- aligned: where now is, and the PX text (once per call)
+if offset ~= 0 then
+  if elapsed >= window - offset then
+    elapsed = elapsed - (window - offset)
+  else
+    elapsed = elapsed + offset
+  end
+  ttl = window - elapsed
 end
 reset = window - elapsed
-local px = false -- a count held: raised by INCRBY, its TTL stands
-if not held then
-  px = reset
-end
+local raise = held ~= nil
 if op == 'g' then
   count = count + amount
   if count > TOP then
     count = TOP
   end
-  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, px, false
+  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, ttl, raise
   nw = nw + 4
   amount = 1 -- then reported as a check of one unit
 end
@@ -31,7 +32,7 @@ if count + amount <= limit then
   allowed, retry = true, 0
   if op == 'u' then
     count = count + amount
-    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, px, false
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, ttl, raise
     nw = nw + 4
   end
 else

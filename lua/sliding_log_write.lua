@@ -1,7 +1,9 @@
 -- sliding_log's queued write: drop what left the window, log `amount`
 -- entries at t (members "<t>:<n>", n counting the entries already at t, so
 -- they are unique within one ms), in ZADDs of at most ZADD_CHUNK members
--- (a cost of 10000 would overflow unpack), then expire with the newest.
+-- (a cost of 10000 would overflow unpack), then expire with the newest
+-- entry: t is the newest (Redis TIME, or a newer entry if the clock went
+-- back), so the key lives until t leaves the window on Redis's clock.
 -- (A fragment of the driver's write loop: key; its queued value is the
 -- amount, its PX the window, and its clock t.)
 local t, amount, window = wq[w + 3], wq[w + 1], wq[w + 2]
@@ -22,4 +24,8 @@ while done < amount do
   call('ZADD', key, unpack(args))
   done = last
 end
-call('PEXPIRE', key, fmt('%d', window))
+local ttl = t - store_now + window
+if ttl > TOP then
+  ttl = TOP -- a foreign entry far in the future: bounded, never an error
+end
+call('PEXPIRE', key, fmt('%d', ttl))

@@ -5,7 +5,8 @@
 -- A count past the limit (a debt) weighs on the next window as "previous";
 -- after two windows it is gone with its key.
 -- (A fragment of the driver's loop: reads k, limit, window, op, amount and
--- the spec's elapsed and TTL, p1 and p2, computed once per call;
+-- the spec's elapsed and TTL, p1 and p2, and that TTL as PX text, p3,
+-- computed once per call;
 -- sets allowed, remaining, reset, retry; queues its writes.)
 -- The previous window's key is never written in this call (every decision
 -- in it has the same now, so the same window): only read from got.
@@ -15,16 +16,13 @@ local base = held or 0
 local cur = base + (val[key] or 0)
 local prev = num(got[k + 1]) or 0
 local elapsed, ttl = p1, p2
-local px = false -- a count held: raised by INCRBY, its TTL stands
-if not held then
-  px = ttl
-end
+local raise = held ~= nil -- a count held: raised by INCRBY (see the driver)
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then
     cur = TOP
   end
-  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, px, false
+  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, p3, raise
   nw = nw + 4
   amount = 1 -- then reported as a check of one unit
 end
@@ -36,7 +34,7 @@ if room >= amount * window then
   if op == 'u' then
     cur = cur + amount
     room = room - amount * window
-    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, px, false
+    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, p3, raise
     nw = nw + 4
   end
 else

@@ -11,13 +11,16 @@
 //! batch of decisions doing the same sends what they do once (the script
 //! reads and checks fewer arguments).
 //! Reply: per decision, per limit, `allowed`, `remaining`, `reset_ms`,
-//! `retry_after_ms` (-1: the amount can never fit).
+//! `retry_after_ms` (-1: the amount can never fit). A decision that met a
+//! Redis error inside the script (a key of another type: `WRONGTYPE`) has
+//! the error's text in place of its first value and zeros after it: it
+//! failed alone, nothing of it was written, the others were decided.
 
 use crate::algorithm::Algorithm;
 use crate::decision::Decision;
 use crate::keys::limit_keys;
 use crate::model::LimitSpec;
-use crate::store::StoreError;
+use crate::store::{redis_error, StoreError};
 
 /// The most decisions one call may carry (the script refuses more).
 pub const MAX_DECISIONS: usize = 256;
@@ -25,6 +28,9 @@ pub const MAX_DECISIONS: usize = 256;
 pub const MAX_LIMITS: usize = 64;
 /// The largest time or count the script reports: 2^53 - 1.
 pub const TOP: u64 = (1 << 53) - 1;
+/// The longest error text the script puts in a reply (`ERROR_TEXT` in
+/// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
+pub const ERROR_TEXT: usize = 66;
 
 /// What one limit does in a decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +83,45 @@ pub struct DecisionCall<'a> {
     /// Its limits, in reply order.
     pub limits: &'a [LimitCall<'a>],
 }
+
+/// The script's reply as the transports read it: its values as integers,
+/// and the texts that stood in place of some (the errors of the decisions
+/// that failed inside Redis).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptReply {
+    /// Every value of the reply, in order; 0 where a text stood.
+    pub ints: Vec<i64>,
+    /// Each text with its index in `ints`, in order.
+    pub texts: Vec<(usize, String)>,
+}
+
+impl ScriptReply {
+    /// An empty reply with room for `n` values.
+    pub fn with_capacity(n: usize) -> ScriptReply {
+        ScriptReply { ints: Vec::with_capacity(n), texts: Vec::new() }
+    }
+
+    /// Appends an integer.
+    pub fn push_int(&mut self, value: i64) {
+        self.ints.push(value);
+    }
+
+    /// Appends a text (a 0 in `ints`).
+    pub fn push_text(&mut self, text: String) {
+        self.texts.push((self.ints.len(), text));
+        self.ints.push(0);
+    }
+}
+
+impl From<Vec<i64>> for ScriptReply {
+    fn from(ints: Vec<i64>) -> ScriptReply {
+        ScriptReply { ints, texts: Vec::new() }
+    }
+}
+
+/// One decision's result: one `Decision` per limit, or why the store gave
+/// none.
+pub type DecisionResult = Result<Vec<Decision>, StoreError>;
 
 /// KEYS and ARGV of one EVALSHA, and what is needed to decode its reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -158,22 +203,49 @@ impl ScriptCall {
         call
     }
 
-    /// Splits the flat reply into one `Vec<Decision>` per decision, checking
-    /// the count and that every value is possible for its limit.
-    pub fn decode(&self, reply: &[i64]) -> Result<Vec<Vec<Decision>>, StoreError> {
-        if reply.len() != self.bounds.len() * 4 {
+    /// Splits the reply into one result per decision: its `Vec<Decision>`,
+    /// checking that every value is possible for its limit, or the Redis
+    /// error that failed it alone (bounded and printable: its rule's
+    /// failure policy applies to it only). A reply that is not one the
+    /// script gives for this call (a count of values that is not four per
+    /// limit, a text anywhere but first in a decision, a failed decision
+    /// with values) is malformed: an error for the whole call. So is a
+    /// call without decisions, or with a decision without limits: the
+    /// script refuses those, so no reply can be right for them.
+    pub fn decode(&self, reply: &ScriptReply) -> Result<Vec<DecisionResult>, StoreError> {
+        if self.sizes.is_empty() || self.sizes.contains(&0) {
+            return Err(StoreError::Malformed("a call without decisions or limits"));
+        }
+        if reply.ints.len() != self.bounds.len() * 4 {
             return Err(StoreError::Malformed("wrong number of values for the limits asked"));
         }
+        let mut texts = reply.texts.iter().peekable();
         let mut out = Vec::with_capacity(self.sizes.len());
         let mut at = 0;
         for &n in &self.sizes {
-            let mut decisions = Vec::with_capacity(n);
-            for bounds in self.bounds.get(at..at + n).unwrap_or_default() {
-                let values = reply.get(at * 4..at * 4 + 4).unwrap_or_default();
-                decisions.push(bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?);
-                at += 1;
+            let (start, end) = (at * 4, (at + n) * 4);
+            match texts.next_if(|(i, _)| *i < end) {
+                Some((i, _)) if *i != start => return Err(StoreError::Malformed("non-integer in the decision")),
+                Some((_, text)) => {
+                    if reply.ints.get(start..end).unwrap_or_default().iter().any(|&v| v != 0) {
+                        return Err(StoreError::Malformed("a failed decision with values"));
+                    }
+                    out.push(Err(redis_error(text)));
+                }
+                None => {
+                    let mut decisions = Vec::with_capacity(n);
+                    for (l, bounds) in self.bounds.get(at..at + n).unwrap_or_default().iter().enumerate() {
+                        let values = reply.ints.get(start + l * 4..start + l * 4 + 4).unwrap_or_default();
+                        let d = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
+                        decisions.push(d);
+                    }
+                    out.push(Ok(decisions));
+                }
             }
-            out.push(decisions);
+            at += n;
+        }
+        if texts.next().is_some() {
+            return Err(StoreError::Malformed("non-integer in the decision"));
         }
         Ok(out)
     }

@@ -1,6 +1,6 @@
 //! Calling the decision script on a real Redis, production or test build.
 
-use ratelimit::call::ScriptCall;
+use ratelimit::call::{DecisionResult, ScriptCall, ScriptReply};
 use ratelimit::decision::Decision;
 use ratelimit::digest::sha1;
 use ratelimit::script::{BODY, PRELUDE, TEST_CLOCK};
@@ -14,10 +14,12 @@ pub fn test_script() -> String {
 /// the harness expires keys on the simulated clock instead (see
 /// `SimulatedExpiry`), so a test holds however slowly the machine runs.
 /// The script's `PEXPIRE` and `SET … PX` are taken over: the TTL is noted,
-/// never given to Redis: a real TTL runs on Redis's real clock, and a 1 ms
-/// one can be over by the time the call ends (seen once on a loaded
-/// machine: `extremes::the_smallest_limits` found gone the log that the
-/// step before had written at the same simulated instant).
+/// and Redis is given one of ten years instead: a real TTL runs on Redis's
+/// real clock, and a 1 ms one can be over by the time the call ends (seen
+/// once on a loaded machine: `extremes::the_smallest_limits` found gone the
+/// log that the step before had written at the same simulated instant).
+/// A TTL all the same, so the script's `PTTL` tells a key it gave one from
+/// a key written without.
 /// After the script's own reply, every key it was given is reported: the
 /// TTL the script set (-1: created without a TTL, -2: absent, -3: left
 /// untouched, -4: changed, its TTL kept, as INCRBY does).
@@ -28,9 +30,10 @@ pub fn sim_expiry_script() -> String {
     format!(
         "{}local function decide()\n{prelude}{TEST_CLOCK}{BODY}end\n{}",
         r#"local ttls = {}
+local LONG = '315360000000'
 local function sim_call(cmd, key, ...)
 if cmd == 'PEXPIRE' then
-if redis.call('EXISTS', key) == 0 then
+if redis.call('PEXPIRE', key, LONG) == 0 then
 return 0
 end
 ttls[key] = tonumber((...))
@@ -42,8 +45,7 @@ local px = nil
 for i = 2, #args - 1 do
 if args[i] == 'PX' then
 px = tonumber(args[i + 1])
-table.remove(args, i + 1)
-table.remove(args, i)
+args[i + 1] = LONG
 break
 end
 end
@@ -98,30 +100,63 @@ pub fn load(conn: &mut redis::Connection, text: &str) -> String {
 }
 
 /// Runs `call` by EVALSHA (`clock` is appended for the test build) and
-/// returns the raw integers, or Redis's error text.
+/// returns its values as the filter reads them, or Redis's error text.
 pub fn evalsha_raw(
     conn: &mut redis::Connection,
     sha: &str,
     call: &ScriptCall,
     clock: Option<u64>,
-) -> Result<Vec<i64>, String> {
+) -> Result<ScriptReply, String> {
     let mut cmd = redis::cmd("EVALSHA");
     cmd.arg(sha).arg(call.keys.len()).arg(&call.keys).arg(&call.args);
     if let Some(now) = clock {
         cmd.arg(now);
     }
-    cmd.query(conn).map_err(|e| e.to_string())
+    let value: redis::Value = cmd.query(conn).map_err(|e| e.to_string())?;
+    reply_of(value)
 }
 
-/// Runs `call` by EVALSHA and decodes its reply as the filter does.
+/// The script's reply as the transports read it: integers, and texts (the
+/// errors of decisions that failed inside Redis).
+pub fn reply_of(value: redis::Value) -> Result<ScriptReply, String> {
+    let redis::Value::Array(items) = value else { return Err(format!("not an array: {value:?}")) };
+    let mut reply = ScriptReply::with_capacity(items.len());
+    for item in items {
+        match item {
+            redis::Value::Int(i) => reply.push_int(i),
+            redis::Value::BulkString(text) => reply.push_text(String::from_utf8_lossy(&text).into_owned()),
+            other => return Err(format!("neither an integer nor a text: {other:?}")),
+        }
+    }
+    Ok(reply)
+}
+
+/// Runs `call` by EVALSHA and decodes its reply as the filter does: one
+/// result per decision.
+pub fn evalsha_each(
+    conn: &mut redis::Connection,
+    sha: &str,
+    call: &ScriptCall,
+    clock: Option<u64>,
+) -> Result<Vec<DecisionResult>, String> {
+    let reply = evalsha_raw(conn, sha, call, clock)?;
+    call.decode(&reply).map_err(|e| e.to_string())
+}
+
+/// Runs `call` by EVALSHA and decodes its reply as the filter does; a
+/// decision that failed inside Redis fails the whole: "decision <i>: <why>".
 pub fn evalsha(
     conn: &mut redis::Connection,
     sha: &str,
     call: &ScriptCall,
     clock: Option<u64>,
 ) -> Result<Vec<Vec<Decision>>, String> {
-    let reply = evalsha_raw(conn, sha, call, clock)?;
-    call.decode(&reply).map_err(|e| e.to_string())
+    every_decided(evalsha_each(conn, sha, call, clock)?)
+}
+
+/// The decisions, or the first that failed as "decision <i>: <why>".
+pub fn every_decided(results: Vec<DecisionResult>) -> Result<Vec<Vec<Decision>>, String> {
+    results.into_iter().enumerate().map(|(i, r)| r.map_err(|e| format!("decision {i}: {e}"))).collect()
 }
 
 /// Key expiry on the simulated clock, for `sim_expiry_script`: a key the
@@ -136,7 +171,7 @@ pub struct SimulatedExpiry {
 /// What a wrapped call returned.
 pub struct Wrapped {
     /// The script's own reply.
-    pub reply: Vec<i64>,
+    pub reply: ScriptReply,
     /// The keys the call wrote, with the PTTL the script left them.
     pub written: Vec<(String, i64)>,
 }
@@ -153,9 +188,10 @@ impl SimulatedExpiry {
 
     /// Takes the raw reply of the wrapped script for `call` at `now`.
     /// Panics if the script wrote a key without a TTL.
-    pub fn record(&mut self, call: &ScriptCall, now: u64, raw: Vec<i64>) -> Wrapped {
-        let n = raw.len().checked_sub(call.keys.len()).expect("the wrapper's reply is too short");
-        let (reply, tail) = raw.split_at(n);
+    pub fn record(&mut self, call: &ScriptCall, now: u64, raw: ScriptReply) -> Wrapped {
+        let n = raw.ints.len().checked_sub(call.keys.len()).expect("the wrapper's reply is too short");
+        assert!(raw.texts.iter().all(|(i, _)| *i < n), "a text among the TTLs");
+        let (reply, tail) = raw.ints.split_at(n);
         let mut written = Vec::new();
         for (key, &ttl) in call.keys.iter().zip(tail) {
             // What is left of the key's TTL after this call, if it wrote it.
@@ -183,6 +219,6 @@ impl SimulatedExpiry {
                 }
             }
         }
-        Wrapped { reply: reply.to_vec(), written }
+        Wrapped { reply: ScriptReply { ints: reply.to_vec(), texts: raw.texts }, written }
     }
 }

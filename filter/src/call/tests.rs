@@ -97,20 +97,28 @@ fn two_decisions() -> ScriptCall {
     ScriptCall::new("rl", 0, &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }])
 }
 
+/// The reply of these integers only.
+fn ints(values: &[i64]) -> ScriptReply {
+    values.to_vec().into()
+}
+
+fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> Decision {
+    Decision { allowed, remaining, reset_ms, retry_after_ms }
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
 #[test]
 #[wasm_bindgen_test]
 fn the_reply_splits_into_one_vec_per_decision() {
     let reply = [1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000, 0, 5, 0, -1];
-    let got = two_decisions().decode(&reply).unwrap();
-    let d = |allowed, remaining, reset_ms, retry: Option<u64>| Decision {
-        allowed,
-        remaining,
-        reset_ms,
-        retry_after_ms: retry,
-    };
+    let got = two_decisions().decode(&ints(&reply)).unwrap();
     assert_eq!(
         got,
-        [vec![d(true, 99, 120_000, Some(0)), d(false, 0, 86_400_000, Some(86_400_000))], vec![d(false, 5, 0, None)],]
+        [
+            Ok(vec![d(true, 99, 120_000, Some(0)), d(false, 0, 86_400_000, Some(86_400_000))]),
+            Ok(vec![d(false, 5, 0, None)])
+        ]
     );
 }
 
@@ -120,8 +128,10 @@ fn replies_of_the_wrong_length_or_with_impossible_values_are_malformed() {
     let call = two_decisions();
     let ok: [i64; 12] = [1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000, 0, 5, 0, -1];
     let wrong_length = StoreError::Malformed("wrong number of values for the limits asked");
-    assert_eq!(call.decode(&ok[..8]), Err(wrong_length.clone()));
-    assert_eq!(call.decode(&[ok.as_slice(), &[0; 4]].concat()), Err(wrong_length));
+    // Short (a whole decision missing), long, and empty (no decision at all).
+    assert_eq!(call.decode(&ints(&ok[..8])), Err(wrong_length.clone()));
+    assert_eq!(call.decode(&ints(&[ok.as_slice(), &[0; 4]].concat())), Err(wrong_length.clone()));
+    assert_eq!(call.decode(&ints(&[])), Err(wrong_length));
     let impossible = StoreError::Malformed("impossible decision values");
     // (index, value): each makes the reply impossible for its limit.
     let cases = [
@@ -139,11 +149,79 @@ fn replies_of_the_wrong_length_or_with_impossible_values_are_malformed() {
     for (at, value) in cases {
         let mut reply = ok;
         reply[at] = value;
-        assert_eq!(call.decode(&reply), Err(impossible.clone()), "value {value} at {at}");
+        assert_eq!(call.decode(&ints(&reply)), Err(impossible.clone()), "value {value} at {at}");
     }
     let mut longest = ok;
     longest[10] = 3334;
-    assert!(call.decode(&longest).is_ok(), "the bound itself is possible");
+    assert!(call.decode(&ints(&longest)).is_ok(), "the bound itself is possible");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_decision_that_failed_inside_redis_is_its_own_store_error() {
+    let call = two_decisions();
+    // The first decision (two limits) failed: its text, then seven zeros.
+    let mut reply = ScriptReply::default();
+    reply.push_text(WRONGTYPE.into());
+    [0, 0, 0, 0, 0, 0, 0, 0, 5, 0, -1].iter().for_each(|&v| reply.push_int(v));
+    assert_eq!(call.decode(&reply), Ok(vec![Err(StoreError::Redis(WRONGTYPE.into())), Ok(vec![d(false, 5, 0, None)])]));
+    // The second failed; the text bounded and made printable for the log.
+    let mut reply = ints(&[1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000]);
+    reply.push_text(format!("WRONGTYPE \u{1}\n{}", "x".repeat(300)));
+    [0, 0, 0].iter().for_each(|&v| reply.push_int(v));
+    let got = call.decode(&reply).unwrap();
+    assert!(got[0].is_ok());
+    let Err(StoreError::Redis(text)) = &got[1] else { panic!("{got:?}") };
+    assert!(text.starts_with("WRONGTYPE ??xxx") && text.chars().count() == 200, "{text}");
+    // Both failed.
+    let mut reply = ScriptReply::default();
+    reply.push_text("ERR a".into());
+    (0..7).for_each(|_| reply.push_int(0));
+    reply.push_text("ERR b".into());
+    (0..3).for_each(|_| reply.push_int(0));
+    assert_eq!(
+        call.decode(&reply),
+        Ok(vec![Err(StoreError::Redis("ERR a".into())), Err(StoreError::Redis("ERR b".into()))])
+    );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_text_anywhere_but_first_in_a_decision_or_a_failed_decision_with_values_is_malformed() {
+    let call = two_decisions();
+    let ok: [i64; 12] = [1, 99, 120_000, 0, 0, 0, 86_400_000, 86_400_000, 0, 5, 0, -1];
+    let misplaced = Err(StoreError::Malformed("non-integer in the decision"));
+    // A text in place of any value but a decision's first (0 and 8).
+    for at in (0..12).filter(|at| *at != 0 && *at != 8) {
+        let mut reply = ScriptReply::default();
+        for (i, &v) in ok.iter().enumerate() {
+            if i == at {
+                reply.push_text(WRONGTYPE.into());
+            } else {
+                reply.push_int(v);
+            }
+        }
+        assert_eq!(call.decode(&reply), misplaced, "a text at {at}");
+    }
+    // A failed decision must carry zeros only.
+    let mut reply = ScriptReply::default();
+    reply.push_text(WRONGTYPE.into());
+    [99, 120_000, 0, 0, 0, 0, 0, 0, 5, 0, -1].iter().for_each(|&v| reply.push_int(v));
+    assert_eq!(call.decode(&reply), Err(StoreError::Malformed("a failed decision with values")));
+    // A text past the values (a reply built by hand: the transports never do).
+    let mut reply = ints(&ok);
+    reply.texts.push((12, WRONGTYPE.into()));
+    assert_eq!(call.decode(&reply), misplaced);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_call_without_decisions_or_limits_has_no_right_reply() {
+    let none = ScriptCall::new("rl", 0, &[]);
+    let refused = Err(StoreError::Malformed("a call without decisions or limits"));
+    assert_eq!(none.decode(&ints(&[])), refused, "zero decisions: an empty reply is no verdict");
+    let empty = ScriptCall::new("rl", 0, &[DecisionCall { identity: "a", limits: &[] }]);
+    assert_eq!(empty.decode(&ints(&[])), refused, "a decision of no limits would allow by an empty all()");
 }
 
 #[test]

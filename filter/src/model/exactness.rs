@@ -88,7 +88,7 @@ fn retry_after_is_exact_and_replies_are_bounded_for_every_algorithm_and_op() {
             let (d, next) = state.decide(&spec, now, op, offset);
             let limits = [LimitCall { rule: "r", spec, op, offset_ms: Some(offset) }];
             let call = ScriptCall::new("t", now, &[DecisionCall { identity: "c", limits: &limits }]);
-            assert_eq!(call.decode(&wire(&d)), Ok(vec![vec![d]]), "{spec:?} {op:?}: out of bounds");
+            assert_eq!(call.decode(&wire(&d).to_vec().into()), Ok(vec![Ok(vec![d])]), "{spec:?} {op:?}: out of bounds");
             if writes(op, &d) {
                 state = next;
             }

@@ -49,6 +49,16 @@ impl<T: Batchable> Batcher<T> {
         Ok(())
     }
 
+    /// Queues a decision ahead of every other (one that was sent already
+    /// and comes back); gives it back when the queue is full.
+    pub fn push_front(&mut self, item: T) -> Result<(), T> {
+        if self.queue.len() >= self.max_queued {
+            return Err(item);
+        }
+        self.queue.push_front(item);
+        Ok(())
+    }
+
     /// Decisions waiting.
     pub fn len(&self) -> usize {
         self.queue.len()
@@ -167,6 +177,17 @@ mod tests {
         let fill = Fill { max_decisions: 10, one_slot: false, max_bytes: Some(100) };
         assert_eq!(ids(&b.take(fill)), [0, 1], "the third would pass 100 bytes; order is kept");
         assert_eq!(ids(&b.take(fill)), [2, 3]);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn decisions_sent_back_go_first_within_the_bound() {
+        let mut b = Batcher::new(3);
+        b.push(D(3, 0, 1)).unwrap();
+        b.push_front(D(2, 0, 1)).unwrap();
+        b.push_front(D(1, 0, 1)).unwrap();
+        assert_eq!(b.push_front(D(0, 0, 1)), Err(D(0, 0, 1)));
+        assert_eq!(ids(&b.take(ANY)), [1, 2, 3]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! loaded and the call retried once; a lost authentication is renewed once.
 
 use super::{Reply, StoreError};
+use crate::call::ScriptReply;
 use crate::config::Transport;
 
 /// Where a call is.
@@ -36,7 +37,7 @@ pub enum Step {
     /// Send `Message` and wait in `Stage`; `reinit` first (redis, NOAUTH).
     Send { stage: Stage, message: Message, reinit: bool },
     /// The call's result.
-    Done(Result<Vec<i64>, StoreError>),
+    Done(Result<ScriptReply, StoreError>),
 }
 
 /// Decides the next step of a call in `stage` given its decoded reply.
@@ -44,7 +45,7 @@ pub fn next(transport: Transport, stage: Stage, reply: Result<Reply, StoreError>
     let send = |stage, message, reinit| Step::Send { stage, message, reinit };
     match (reply, stage) {
         (Err(e), _) => Step::Done(Err(e)),
-        (Ok(Reply::Ints(d)), _) => Step::Done(Ok(d)),
+        (Ok(Reply::Values(d)), _) => Step::Done(Ok(d)),
         (Ok(Reply::Loaded), Stage::Loading) => send(Stage::Retry, Message::Evalsha, false),
         (Ok(Reply::NoScript), Stage::First | Stage::AfterAuth) => match transport {
             Transport::Webdis => send(Stage::Loading, Message::LoadScript, false),

@@ -9,6 +9,7 @@ pub mod webdis;
 
 use std::fmt;
 
+use crate::call::ScriptReply;
 use crate::config::{Config, ConfigError, Transport};
 
 /// Why a store call gave no decision; the rule's failure policy applies.
@@ -62,8 +63,8 @@ impl fmt::Display for StoreError {
 /// What a store call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// The script's flat integers (see `call::ScriptCall::decode`).
-    Ints(Vec<i64>),
+    /// The script's values (see `call::ScriptCall::decode`).
+    Values(ScriptReply),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,
     /// redis: the connection lost its authentication: re-initialize once.

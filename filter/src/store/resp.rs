@@ -4,7 +4,7 @@
 //! never a trap.
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::ScriptCall;
+use crate::call::{ScriptCall, ScriptReply};
 use crate::script::{sha1_hex, SCRIPT};
 
 /// Longest bulk string accepted (INFO is the longest reply, a few KB).
@@ -77,13 +77,20 @@ pub fn decode(input: &[u8], max_elements: usize) -> Result<Value, StoreError> {
 }
 
 /// Decodes the reply to EVALSHA or EVAL that should hold `expected`
-/// integers (a longer array is refused before it is read).
+/// values (a longer array is refused before it is read): integers, and
+/// the texts of decisions that failed inside Redis (bulk strings).
 pub fn decode_decision(input: &[u8], expected: usize) -> Result<Reply, StoreError> {
     match decode(input, expected)? {
         Value::Array(Some(items)) => {
-            let ints: Option<Vec<i64>> =
-                items.iter().map(|v| if let Value::Int(i) = v { Some(*i) } else { None }).collect();
-            ints.map(Reply::Ints).ok_or(StoreError::Malformed("non-integer in the decision"))
+            let mut reply = ScriptReply::with_capacity(items.len());
+            for item in items {
+                match item {
+                    Value::Int(i) => reply.push_int(i),
+                    Value::Bulk(Some(text)) => reply.push_text(String::from_utf8_lossy(&text).into_owned()),
+                    _ => return Err(StoreError::Malformed("non-integer in the decision")),
+                }
+            }
+            Ok(Reply::Values(reply))
         }
         Value::Error(e) if e.starts_with("NOSCRIPT") => Ok(Reply::NoScript),
         Value::Error(e) if e.starts_with("NOAUTH") => Ok(Reply::NoAuth),
@@ -189,7 +196,15 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn integers_and_error_replies_decode() {
-        assert_eq!(decode_decision(b"*4\r\n:1\r\n:4\r\n:1000\r\n:0\r\n", 4), Ok(Reply::Ints(vec![1, 4, 1000, 0])));
+        assert_eq!(
+            decode_decision(b"*4\r\n:1\r\n:4\r\n:1000\r\n:0\r\n", 4),
+            Ok(Reply::Values(vec![1, 4, 1000, 0].into()))
+        );
+        // A decision that failed inside Redis: its text, as the script sent it.
+        let mut failed = ScriptReply::default();
+        failed.push_text("WRONGTYPE x".into());
+        [0, 0, 0].iter().for_each(|&v| failed.push_int(v));
+        assert_eq!(decode_decision(b"*4\r\n$11\r\nWRONGTYPE x\r\n:0\r\n:0\r\n:0\r\n", 4), Ok(Reply::Values(failed)));
         assert_eq!(decode_decision(b"-NOSCRIPT No matching script.\r\n", 4), Ok(Reply::NoScript));
         assert_eq!(decode_decision(b"-NOAUTH Authentication required.\r\n", 4), Ok(Reply::NoAuth));
         assert_eq!(decode_decision(b"-ERR ratelimit: x\r\n", 4), Err(StoreError::Redis("ERR ratelimit: x".into())));
@@ -208,7 +223,9 @@ mod tests {
             (b"$99999999999\r\n", "bulk length out of range"),
             (b"$5\r\nab\r\n", "truncated reply"),
             (b"*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "reply nested too deep"),
-            (b"*4\r\n:1\r\n$1\r\n4\r\n:0\r\n:0\r\n", "non-integer in the decision"),
+            (b"*4\r\n:1\r\n$-1\r\n:0\r\n:0\r\n", "non-integer in the decision"),
+            (b"*4\r\n:1\r\n*1\r\n:4\r\n:0\r\n:0\r\n", "non-integer in the decision"),
+            (b"*4\r\n:1\r\n+OK\r\n:0\r\n:0\r\n", "non-integer in the decision"),
             (b":x\r\n", "bad integer in the reply"),
             (b"?\r\n", "unknown reply type"),
             (b"+OK\r\n", "the decision is not an array"),

@@ -44,7 +44,9 @@ const MAX_INFO_BYTES: usize = 64 * 1024;
 
 /// The largest answer worth reading for a call expecting `expected`
 /// integers: each at most 20 digits and a separator, plus the envelope or
-/// an error message. A larger answer is a store error without being read.
+/// an error message. A failed decision's text (`call::ERROR_TEXT` bytes at
+/// most) and the zeros after it fit in the room of its four integers. A
+/// larger answer is a store error without being read.
 pub fn max_answer_bytes(expected: usize) -> usize {
     expected.saturating_mul(22).saturating_add(1024)
 }
@@ -94,5 +96,30 @@ pub fn decode_info(answer: Answer) -> Result<String, StoreError> {
         Answer::Failed(e) => Err(e),
         Answer::Http { status, body } => webdis::decode_info(status, &body),
         Answer::Resp(bytes) => resp::decode_info(&bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::ERROR_TEXT;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_reply_whose_every_decision_failed_fits_the_answer_bound() {
+        let text = "W".repeat(ERROR_TEXT);
+        for decisions in [1, 16, 256] {
+            // One limit each (the least room): the text, then three zeros.
+            let mut resp = format!("*{}\r\n", decisions * 4);
+            let mut json = String::from(r#"{"EVALSHA":["#);
+            for d in 0..decisions {
+                resp.push_str(&format!("${ERROR_TEXT}\r\n{text}\r\n:0\r\n:0\r\n:0\r\n"));
+                json.push_str(&format!(r#"{}"{text}",0,0,0"#, if d > 0 { "," } else { "" }));
+            }
+            json.push_str("]}");
+            let bound = max_answer_bytes(decisions * 4);
+            assert!(resp.len() <= bound && json.len() <= bound, "{decisions}: {} {} > {bound}", resp.len(), json.len());
+        }
     }
 }

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::ScriptCall;
+use crate::call::{ScriptCall, ScriptReply};
 use crate::config::{Config, ConfigError, Rule, Secret};
 use crate::identity::MAX_IDENTITY;
 use crate::json::{self, Value};
@@ -114,8 +114,16 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], expected: usize) -> Resu
             }
             _ if items.len() != expected => Err(StoreError::Malformed("wrong number of values for the limits asked")),
             _ => {
-                let ints: Option<Vec<i64>> = items.iter().map(Value::as_i64).collect();
-                ints.map(Reply::Ints).ok_or(StoreError::Malformed("non-integer in the decision"))
+                // Integers, and the texts of decisions that failed inside Redis.
+                let mut reply = ScriptReply::with_capacity(items.len());
+                for item in &items {
+                    match (item.as_i64(), item.as_str()) {
+                        (Some(i), _) => reply.push_int(i),
+                        (None, Some(text)) => reply.push_text(text.to_string()),
+                        (None, None) => return Err(StoreError::Malformed("non-integer in the decision")),
+                    }
+                }
+                Ok(Reply::Values(reply))
             }
         },
         _ => Err(StoreError::Malformed("the decision is not an array")),
@@ -256,7 +264,13 @@ mod tests {
     #[wasm_bindgen_test]
     fn decisions_noscript_and_errors_are_told_apart() {
         let ok = decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,1000,0]}"#, 4).unwrap();
-        assert_eq!(ok, Reply::Ints(vec![1, 4, 1000, 0]));
+        assert_eq!(ok, Reply::Values(vec![1, 4, 1000, 0].into()));
+        // A decision that failed inside Redis: its text, as the script sent it.
+        let failed = decode_evalsha(Some(200), br#"{"EVALSHA":["WRONGTYPE x",0,0,0]}"#, 4).unwrap();
+        let mut want = ScriptReply::default();
+        want.push_text("WRONGTYPE x".into());
+        [0, 0, 0].iter().for_each(|&v| want.push_int(v));
+        assert_eq!(failed, Reply::Values(want));
         let noscript = br#"{"EVALSHA":[false,"NOSCRIPT No matching script. Please use EVAL."]}"#;
         assert_eq!(decode_evalsha(Some(200), noscript, 4), Ok(Reply::NoScript));
         let err = br#"{"EVALSHA":[false,"ERR ratelimit: limit 1: cost must be a positive integer"]}"#;
@@ -282,7 +296,11 @@ mod tests {
             Err(StoreError::Malformed("wrong number of values for the limits asked"))
         );
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,"4",0,0]}"#, 4),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,null,0,0]}"#, 4),
+            Err(StoreError::Malformed("non-integer in the decision"))
+        );
+        assert_eq!(
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,[4],0,0]}"#, 4),
             Err(StoreError::Malformed("non-integer in the decision"))
         );
         assert_eq!(

@@ -1,12 +1,14 @@
 //! The worker's store calls: filling a call from the queue, sending it,
 //! taking its answer through the call's state machine, and handing each
-//! decision its result (the breakers count a call once).
+//! decision its result (the breakers count a call once, and a decision
+//! that failed inside Redis against its own slot). A store that turns out
+//! to be a Redis Cluster (`CROSSSLOT`) gets the call's decisions again,
+//! one hash slot per call.
 
 use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
-use crate::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use crate::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall, ScriptReply};
 use crate::config::Transport;
-use crate::decision::Decision;
 use crate::store::batcher::Fill;
 use crate::store::flow::{self, Message, Stage, Step};
 use crate::store::transport::{self, Answer};
@@ -106,17 +108,15 @@ impl Worker {
     }
 
     /// The call carrying `batch` at `now` (decisions whose stream or
-    /// charge is gone are left out).
+    /// charge is gone are left out); its slots are its owners'.
     pub(super) fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
         let mut owners = Vec::with_capacity(batch.len());
-        let mut slots: Vec<u16> = Vec::new();
+        let mut slots: Vec<u16> = Vec::with_capacity(batch.len());
         let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
         for q in batch {
             let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
             owners.push(q.owner);
-            if !slots.contains(&slot) {
-                slots.push(slot);
-            }
+            slots.push(slot);
             parts.push((limits, identity));
         }
         if owners.is_empty() {
@@ -182,33 +182,87 @@ impl Worker {
     }
 
     /// Hands a finished call's result to each of its decisions; the
-    /// breakers count the call once.
-    pub(super) fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<Vec<i64>, StoreError>) {
+    /// breakers count the call once: a transport failure against the
+    /// store, an error for the whole call against each of its slots, and
+    /// an answer against each slot as answered, except the slots of
+    /// decisions that failed inside Redis, each a key failure.
+    pub(super) fn finish<H: Host>(&mut self, host: &H, flight: Flight, result: Result<ScriptReply, StoreError>) {
+        if matches!(&result, Err(StoreError::Redis(e)) if e.starts_with("CROSSSLOT")) && self.split(host, &flight) {
+            return;
+        }
         let now = host.now_ms();
-        let results: Result<Vec<Vec<Decision>>, StoreError> = result.and_then(|ints| flight.call.decode(&ints));
-        let health = Health::of(&results);
+        let results: Result<Vec<DecisionResult>, StoreError> = result.and_then(|reply| flight.call.decode(&reply));
         let breaker = &self.config.store.breaker;
-        match health {
-            Health::StoreDown => {
-                breaker::record(host, breaker, flight.slots.first().copied().unwrap_or(0), now, health)
+        let mut slots: Vec<u16> = Vec::with_capacity(flight.slots.len());
+        for &slot in &flight.slots {
+            if !slots.contains(&slot) {
+                slots.push(slot);
             }
-            _ => flight.slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
+        }
+        match &results {
+            Ok(per_decision) => {
+                let failed = |slot: u16| flight.slots.iter().zip(per_decision).any(|(&s, r)| s == slot && r.is_err());
+                for &slot in &slots {
+                    let health = if failed(slot) { Health::KeyFailed } else { Health::Answered };
+                    breaker::record(host, breaker, slot, now, health);
+                }
+            }
+            Err(_) => match Health::of(&results) {
+                Health::StoreDown => {
+                    breaker::record(host, breaker, slots.first().copied().unwrap_or(0), now, Health::StoreDown)
+                }
+                health => slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
+            },
         }
         let at = flight.sent_ms;
         match results {
             Ok(per_decision) => {
-                for (owner, decisions) in flight.owners.into_iter().zip(per_decision) {
-                    self.deliver(host, owner, Ok(decisions), at);
+                for (owner, result) in flight.owners.into_iter().zip(per_decision) {
+                    if let Err(e) = &result {
+                        self.log_store_error(host, e, now);
+                    }
+                    self.deliver(host, owner, result, at);
                 }
             }
             Err(e) => {
-                if let Some(line) = self.incidents.record(Incident::StoreError, now, 1, 0, &e.to_string()) {
-                    host.warn(&line);
-                }
+                self.log_store_error(host, &e, now);
                 for owner in flight.owners {
                     self.deliver(host, owner, Err(e.clone()), at);
                 }
             }
         }
+    }
+
+    /// Counts a store error, and logs it when a line is due.
+    fn log_store_error<H: Host>(&mut self, host: &H, e: &StoreError, now: u64) {
+        if let Some(line) = self.incidents.record(Incident::StoreError, now, 1, 0, &e.to_string()) {
+            host.warn(&line);
+        }
+    }
+
+    /// A call of decisions of several hash slots met `CROSSSLOT`: the store
+    /// is a Redis Cluster. Its decisions go back to the front of the queue,
+    /// and this worker fills its calls with one slot each from now on, as
+    /// `store.redis_cluster: true` does (said once in the log). False when
+    /// the call held one slot: splitting cannot help, it is a store error.
+    fn split<H: Host>(&mut self, host: &H, flight: &Flight) -> bool {
+        if flight.slots.iter().all(|&s| Some(s) == flight.slots.first().copied()) {
+            return false;
+        }
+        if !self.config.store.redis_cluster {
+            self.config.store.redis_cluster = true;
+            host.warn(
+                "ratelimit: the store is a Redis Cluster (CROSSSLOT): batching one hash slot per call from now on; \
+                 set store.redis_cluster: true",
+            );
+        }
+        for &owner in flight.owners.iter().rev() {
+            let Some(item) = self.queued(owner, flight.started_ms) else { continue };
+            if let Err(item) = self.queue.push_front(item) {
+                self.deliver(host, item.owner, Err(StoreError::Overloaded), host.now_ms());
+            }
+        }
+        self.pump(host);
+        true
     }
 }

@@ -2,7 +2,9 @@
 //! envoy-config/redis-cluster-proxy.yaml, webdis pointed at it, the filter
 //! calling webdis: exact limits on every shard, a master killed with traffic
 //! running (its shard follows the failure policy, the others do not notice),
-//! exact limits after the failover, and a TTL on every key of every node.
+//! exact limits after the failover, and a TTL on every key of every node;
+//! with `store.redis_cluster` left false, a call of several hash slots met
+//! by CROSSSLOT and resent one slot per call, every decision the store's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -273,4 +275,117 @@ fn one_dead_shard_leaves_the_other_shards_decided_by_the_store_with_the_default_
         );
     }
     drop(dead);
+}
+
+/// How many CROSSSLOT errors the cluster's nodes answered (INFO errorstats).
+fn crossslot_errors(cluster: &RedisCluster) -> u64 {
+    let count = |node: &host_tests::redis_server::RedisServer| -> u64 {
+        let info: String = redis::cmd("INFO").arg("errorstats").query(&mut node.connect()).unwrap();
+        info.lines().find_map(|l| l.strip_prefix("errorstat_CROSSSLOT:count=")).map_or(0, |n| n.trim().parse().unwrap())
+    };
+    cluster.nodes.iter().map(count).sum()
+}
+
+/// "user" and "org" on /both, keyed by two headers: one request is two
+/// identities, so two decisions in one call; "burst" is one identity.
+const TWO_IDENTITIES: &str = r#"
+  {"name":"user","match":{"path_prefix":"/both"},"key":["header:x-user"],"failure_mode":"closed",
+   "limits":[{"algorithm":"fixed_window","limit":3,"window":"1d"}]},
+  {"name":"org","match":{"path_prefix":"/both"},"key":["header:x-org"],"failure_mode":"closed",
+   "limits":[{"algorithm":"fixed_window","limit":4,"window":"1d"}]},
+  {"name":"burst","match":{"path_prefix":"/burst"},"key":["header:x-user"],"failure_mode":"closed",
+   "limits":[{"algorithm":"sliding_window","limit":20,"window":"1d"}]}"#;
+
+/// `store.redis_cluster` left false in front of a cluster: the first call
+/// holding two hash slots meets CROSSSLOT, its decisions are resent one
+/// slot per call, the worker says once to set the flag, and from then on
+/// every decision is the store's, exactly, on every master.
+#[test]
+fn without_the_flag_crossslot_resends_by_slot_and_every_decision_is_the_stores() {
+    start_clear_of_boundary(DAY, Duration::from_secs(180));
+    let cluster = RedisCluster::start_with(3, 0, &["--cluster-require-full-coverage", "no"]);
+    let proxy = RedisProxy::start(&cluster.nodes.iter().map(|n| n.port).collect::<Vec<_>>());
+    let config = plugin_config(
+        r#","timeout_ms":1000,"batch":{"max_in_flight":1}"#,
+        r#""deny_cache":{"enabled":false},"#,
+        TWO_IDENTITIES,
+    );
+    assert!(!config.contains("redis_cluster"), "the flag is left to its default");
+    let fleet = Fleet::start(proxy.port, 1, 1, &config);
+    let envoy = &fleet.envoys[0];
+    let day = now_ms() / DAY_MS;
+    let ports: Vec<u16> = masters(&cluster).into_iter().collect();
+    let on = |chosen: &BTreeMap<String, u16>, port: u16| chosen.iter().find(|(_, p)| **p == port).unwrap().0.clone();
+    let (users, orgs) = (spread(&cluster, "u", 1), spread(&cluster, "o", 1));
+    let store_errors =
+        || ["user", "org", "burst"].map(|r| envoy.stat(&format!("wasmcustom.ratelimit.{r}.store_errors")));
+
+    // 1. Each user with an org of the next master: one request, two slots.
+    for i in 0..3 {
+        let (user, org) = (on(&users, ports[i]), on(&orgs, ports[(i + 1) % 3]));
+        for n in 1..=3 {
+            let a = fleet.send(0, "GET", "/both", &[("x-user", &user), ("x-org", &org)]);
+            assert_eq!(a.status, 200, "{user} and {org}, request {n}: {a:?}");
+        }
+        let a = fleet.send(0, "GET", "/both", &[("x-user", &user), ("x-org", &org)]);
+        assert_eq!(a.status, 429, "{a:?}");
+        assert!(a.body.contains(r#""rule":"user""#), "{a:?}");
+        // The counts, where the slots say: the user's 3, the org's 4 (the
+        // fourth request was its own decision, and it allowed).
+        for (key, port, count) in [
+            (format!("t:{{{user}}}:user:fw:{DAY_MS}:{day}"), ports[i], "3"),
+            (format!("t:{{{org}}}:org:fw:{DAY_MS}:{day}"), ports[(i + 1) % 3], "4"),
+        ] {
+            let node = cluster.nodes.iter().find(|n| n.port == port).unwrap();
+            let (value, ttl): (Option<String>, i64) =
+                redis::pipe().cmd("GET").arg(&key).cmd("PTTL").arg(&key).query(&mut node.connect()).unwrap();
+            assert_eq!(value.as_deref(), Some(count), "{key} on {port}");
+            assert!(ttl > 0, "{key}: PTTL {ttl}");
+        }
+    }
+    assert_eq!(store_errors(), [0, 0, 0]);
+    let said: Vec<String> =
+        envoy.log().lines().filter(|l| l.contains("store.redis_cluster")).map(String::from).collect();
+    assert_eq!(said.len(), 1, "one line, one worker: {said:?}");
+    assert!(said[0].contains("ratelimit: the store is a Redis Cluster (CROSSSLOT)"), "{said:?}");
+    assert_eq!(crossslot_errors(&cluster), 1, "the first call alone met CROSSSLOT");
+
+    // 2. A burst of many clients of every master at once: calls of one slot
+    // each, every decision the store's, exactly 20 admitted per client.
+    let clients = spread(&cluster, "b", 4);
+    let (calls, decisions) =
+        (envoy.stat("wasmcustom.ratelimit.store_calls"), envoy.stat("wasmcustom.ratelimit.store_decisions"));
+    let admitted: BTreeMap<String, usize> = std::thread::scope(|s| {
+        let running: Vec<_> = clients
+            .keys()
+            .map(|user| {
+                let fleet = &fleet;
+                s.spawn(move || {
+                    let statuses: Vec<u16> = (0..25).map(|_| fleet.get_as(0, "/burst", user).status).collect();
+                    assert!(statuses.iter().all(|s| *s == 200 || *s == 429), "{user}: {statuses:?}");
+                    (user, statuses.iter().filter(|s| **s == 200).count())
+                })
+            })
+            .collect();
+        let mut admitted = BTreeMap::new();
+        for t in running {
+            let (user, n) = t.join().unwrap();
+            admitted.insert(user.clone(), n);
+        }
+        admitted
+    });
+    assert!(admitted.values().all(|n| *n == 20), "25 requests each, 20 admitted: {admitted:?}");
+    assert_eq!(store_errors(), [0, 0, 0]);
+    assert_eq!(crossslot_errors(&cluster), 1, "no CROSSSLOT again");
+    let (calls, decisions) = (
+        envoy.stat("wasmcustom.ratelimit.store_calls") - calls,
+        envoy.stat("wasmcustom.ratelimit.store_decisions") - decisions,
+    );
+    eprintln!(
+        "burst of {} requests from {} clients, one hash slot per call: {decisions} decisions in {calls} calls ({:.2} per call)",
+        clients.len() * 25,
+        clients.len(),
+        decisions as f64 / calls as f64
+    );
+    assert_eq!(envoy.log().lines().filter(|l| l.contains("store.redis_cluster")).count(), 1);
 }

@@ -6,9 +6,9 @@
 //! the machine needs, and keys expire exactly when the model says.
 
 use host_tests::redis_server::RedisServer;
-use host_tests::script::{evalsha_raw, load, sim_expiry_script, test_script, SimulatedExpiry};
+use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use ratelimit::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall};
 use ratelimit::decision::Decision;
 use ratelimit::model::LimitSpec;
 
@@ -60,6 +60,11 @@ impl Fixture {
 
     /// Runs a prepared call at `now`.
     pub fn run_call(&mut self, call: &ScriptCall, now: u64) -> Result<Vec<Vec<Decision>>, String> {
+        every_decided(self.run_each(call, now)?)
+    }
+
+    /// Runs a prepared call at `now`: one result per decision.
+    pub fn run_each(&mut self, call: &ScriptCall, now: u64) -> Result<Vec<DecisionResult>, String> {
         self.expiry.expire(&mut self.conn, now);
         let raw = evalsha_raw(&mut self.conn, &self.sha, call, Some(now))?;
         let wrapped = self.expiry.record(call, now, raw);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod all_or_nothing;
+mod alone;
 mod bad_arguments;
 mod batches;
 mod cases;

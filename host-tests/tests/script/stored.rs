@@ -2,10 +2,11 @@
 //! place (INCRBY, keeping the key's real TTL), and anything else under a
 //! counter's name (not an integer as the script writes it, another type)
 //! never makes a call fail: it reads as the number Lua makes of it, or 0,
-//! and is replaced by a count.
+//! and is replaced by a count. Whatever the key held, and whether or not
+//! it had a TTL, every key the script writes leaves with one.
 
 use host_tests::bench::redis_info::command_stat;
-use ratelimit::algorithm::Algorithm::{FixedWindow, SlidingWindow};
+use ratelimit::algorithm::Algorithm::{FixedWindow, Gcra, SlidingLog, SlidingWindow, TokenBucket};
 use ratelimit::call::{DecisionCall, Op, ScriptCall};
 
 use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
@@ -60,13 +61,22 @@ fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     // (stored, the count after one use)
     let cases = [("41", "42"), ("5.5", "6"), ("007", "8"), (" 3", "4"), ("1e2", "101"), ("abc", "1"), ("", "1")];
     for (stored, after) in cases {
-        let mut f = Fixture::new();
-        let key = decide(&mut f, "probe", s).1;
-        let _: () = redis::cmd("SET").arg(&key).arg(stored).arg("PX").arg(600_000).query(&mut f.conn).unwrap();
-        assert!(decide(&mut f, "probe", s).0, "stored {stored:?}");
-        let (value, ttl) = value_and_ttl(&mut f, &key);
-        assert_eq!(value.as_deref(), Some(after), "stored {stored:?}");
-        assert!(ttl > 0, "stored {stored:?}: PTTL {ttl}");
+        // Written by someone else, with a TTL or without one.
+        for px in [Some(600_000), None] {
+            let mut f = Fixture::new();
+            let key = decide(&mut f, "probe", s).1;
+            let mut set = redis::cmd("SET");
+            set.arg(&key).arg(stored);
+            if let Some(px) = px {
+                set.arg("PX").arg(px);
+            }
+            let _: () = set.query(&mut f.conn).unwrap();
+            assert!(decide(&mut f, "probe", s).0, "stored {stored:?}");
+            let (value, ttl) = value_and_ttl(&mut f, &key);
+            assert_eq!(value.as_deref(), Some(after), "stored {stored:?}");
+            let most = px.unwrap_or(max_ttl(&s));
+            assert!(ttl > 0 && ttl <= most, "stored {stored:?} with PX {px:?}: PTTL {ttl}");
+        }
     }
     // A negative count would report more than the limit remaining: the
     // filter refuses such a reply as a store failure (its rule's policy).
@@ -105,4 +115,61 @@ fn a_call_reads_every_counter_once_and_writes_each_key_once() {
     }
     let hot: String = redis::cmd("GET").arg(&call.keys[0]).query(&mut f.conn).unwrap();
     assert_eq!(hot, "12");
+}
+
+/// Every algorithm's key written by someone else without a TTL (a count,
+/// a bucket state, a log entry): after the script wrote it, it has one,
+/// no longer than the script gives its own keys.
+#[test]
+fn a_key_someone_else_wrote_without_a_ttl_leaves_with_one() {
+    let mut f = Fixture::new();
+    for algorithm in [SlidingWindow, FixedWindow, TokenBucket, Gcra, SlidingLog] {
+        let s = spec(algorithm, 5, 60_000, 5);
+        let identity = format!("foreign-{}", algorithm.name());
+        let key = ScriptCall::new("t", T0, &[DecisionCall { identity: &identity, limits: &[limit(s, Op::Use(1))] }])
+            .keys[0]
+            .clone();
+        // What the script itself would have written there, without a TTL.
+        let _: () = match algorithm {
+            SlidingLog => redis::cmd("ZADD").arg(&key).arg(T0 - 1_000).arg("m").query(&mut f.conn).unwrap(),
+            TokenBucket | Gcra => redis::cmd("SET").arg(&key).arg(format!("{T0}:0:0")).query(&mut f.conn).unwrap(),
+            _ => redis::cmd("SET").arg(&key).arg("2").query(&mut f.conn).unwrap(),
+        };
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut f.conn).unwrap();
+        assert_eq!(ttl, -1, "{key}");
+        assert!(decide(&mut f, &identity, s).0, "{key}");
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut f.conn).unwrap();
+        assert!(ttl > 0 && ttl <= max_ttl(&s), "{key}: PTTL {ttl}");
+        if matches!(algorithm, SlidingWindow | FixedWindow) {
+            let value: String = redis::cmd("GET").arg(&key).query(&mut f.conn).unwrap();
+            assert_eq!(value, "3", "{key}: raised in place");
+        }
+    }
+}
+
+/// sliding_log's key lives until its newest entry leaves the window: when
+/// the store's clock went back, the entries are logged at the newest one's
+/// time, so the key's TTL counts from there, not from the clock.
+#[test]
+fn a_sliding_log_key_lives_until_its_newest_entry_leaves_the_window() {
+    let mut f = Fixture::new();
+    let s = spec(SlidingLog, 5, 60_000, 5);
+    let sha = f.plain_sha.clone();
+    let at = |f: &mut Fixture, now: u64| {
+        let call = Fixture::call("back", now, &[s], 1);
+        host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(now)).unwrap();
+        call.keys[0].clone()
+    };
+    // (Real TTLs: the bounds leave 30 s for a slow machine between the
+    // call and the PTTL.)
+    let key = at(&mut f, T0 + 30_000);
+    let first: i64 = redis::cmd("PTTL").arg(&key).query(&mut f.conn).unwrap();
+    assert!(first > 30_000 && first <= 60_000, "PTTL {first}");
+    // The clock 30 s behind the newest entry: logged at the newest's time.
+    at(&mut f, T0);
+    let scores: Vec<(String, u64)> =
+        redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).arg("WITHSCORES").query(&mut f.conn).unwrap();
+    assert_eq!(scores.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [T0 + 30_000, T0 + 30_000]);
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut f.conn).unwrap();
+    assert!(ttl > 60_000 && ttl <= 90_000, "PTTL {ttl}: the newest entry counts until 90 s from this clock");
 }

@@ -23,6 +23,7 @@ mod late_reply;
 mod malformed;
 mod memory_flat;
 mod noscript;
+mod one_decision_fails;
 mod random;
 mod random_statuses;
 mod redis_calls;

@@ -219,7 +219,10 @@ fn a_cluster_call_carries_decisions_of_one_slot_only() {
     for (s, u) in [(2, "a"), (3, "b"), (4, "a"), (5, "b")] {
         w.on_request(&host, s, &user("/api", u));
     }
-    assert_ne!(crate::keys::cluster_slot("a"), crate::keys::cluster_slot("b"));
+    assert_ne!(
+        crate::keys::cluster_slot(&crate::identity::digest("a")),
+        crate::keys::cluster_slot(&crate::identity::digest("b"))
+    );
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(host.decisions_in(1), 2);
     assert!(!host.body(1).contains(&tag("b")), "a's call holds no key of b");
@@ -407,6 +410,113 @@ fn a_decision_waits_for_a_call_slot_a_quarter_of_a_timeout_at_most() {
     w.on_answer(&host, tokens[1], ints(&ALLOW));
     w.on_answer(&host, tokens[0], ints(&ALLOW));
     assert_eq!(*host.resumed.borrow(), [2, 1]);
+}
+
+/// webdis's answer with these values: numbers as they are, anything else
+/// as a JSON string (a decision that failed inside Redis).
+fn values(items: &[&str]) -> Answer {
+    let list: Vec<String> =
+        items.iter().map(|v| if v.parse::<i64>().is_ok() { v.to_string() } else { format!("\"{v}\"") }).collect();
+    Answer::Http { status: Some(200), body: format!(r#"{{"EVALSHA":[{}]}}"#, list.join(",")).into_bytes() }
+}
+
+/// webdis's answer carrying a Redis error reply for the whole call.
+fn redis_error(message: &str) -> Answer {
+    Answer::Http { status: Some(200), body: format!(r#"{{"EVALSHA":[false,"{message}"]}}"#).into_bytes() }
+}
+
+/// A breaker record from shared data: (failures, open until).
+fn breaker_record(host: &FakeHost, key: &str) -> Option<[u64; 4]> {
+    host.shared.get(key).map(|(b, _)| crate::shared::read_u64s::<4>(&b).unwrap())
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[test]
+#[wasm_bindgen_test]
+fn a_decision_that_failed_inside_redis_follows_its_own_rules_policy_and_the_others_are_decided() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), NOW);
+    w.on_request(&host, 1, &user("/api", "first"));
+    w.on_request(&host, 2, &user("/login", "b"));
+    w.on_request(&host, 3, &user("/api", "a"));
+    w.on_request(&host, 4, &user("/api", "c"));
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(host.decisions_in(1), 3);
+    // b's decision failed inside Redis; a's and c's were decided by the store.
+    w.on_answer(
+        &host,
+        host.token(1),
+        values(&[WRONGTYPE, "0", "0", "0", "1", "2", "60000", "0", "0", "0", "60000", "5000"]),
+    );
+    let replied = host.replied.borrow();
+    assert_eq!((replied[0].0, replied[0].1.status), (2, 503), "closed: b alone fails closed");
+    assert_eq!((replied[1].0, replied[1].1.status), (4, 429), "c is denied by the store");
+    assert_eq!(*host.resumed.borrow(), [1, 3]);
+    let headers = w.on_response_headers(&host, 3, &NoHeaders, false);
+    assert!(headers.contains(&("x-ratelimit-remaining", "2".to_string())), "a decided by the store: {headers:?}");
+    assert_eq!(host.metrics.get(1, Event::FailClosed), 1);
+    assert_eq!(host.metrics.get(1, Event::StoreError), 1);
+    assert_eq!(host.metrics.get(0, Event::StoreError), 0);
+    assert_eq!(host.metrics.get(0, Event::FallbackAllowed), 0);
+    assert_eq!(
+        *host.warnings.borrow(),
+        [format!("ratelimit: redis error: {WRONGTYPE} (1 store errors on this worker since the last such line)")]
+    );
+    // The breakers: a key failure of b's slot only; the store answered.
+    let b = format!("ratelimit.breaker.{}", crate::keys::cluster_slot(&crate::identity::digest("b")));
+    assert_eq!(breaker_record(&host, &b).map(|r| r[0]), Some(1), "b's slot counts one failure");
+    for other in ["a", "c"] {
+        let key = format!("ratelimit.breaker.{}", crate::keys::cluster_slot(&crate::identity::digest(other)));
+        assert_eq!(breaker_record(&host, &key).map_or(0, |r| r[0]), 0, "{other}'s slot");
+    }
+    assert_eq!(breaker_record(&host, "ratelimit.breaker").map_or(0, |r| r[0]), 0, "the store breaker");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_then_on() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
+    assert_ne!(
+        crate::keys::cluster_slot(&crate::identity::digest("a")),
+        crate::keys::cluster_slot(&crate::identity::digest("b"))
+    );
+    w.on_request(&host, 1, &user("/api", "first"));
+    for (s, u) in [(2, "a"), (3, "b"), (4, "a")] {
+        w.on_request(&host, s, &user("/api", u));
+    }
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(host.decisions_in(1), 3, "flag off: one call for both slots");
+    w.on_answer(&host, host.token(1), redis_error("CROSSSLOT Keys in request don't hash to the same slot"));
+    assert_eq!(
+        *host.warnings.borrow(),
+        ["ratelimit: the store is a Redis Cluster (CROSSSLOT): batching one hash slot per call from now on; set store.redis_cluster: true"]
+    );
+    // Resent at once, a's slot first (the oldest decision), b's after it.
+    assert_eq!(host.decisions_in(2), 2);
+    assert!(!host.body(2).contains(&tag("b")));
+    w.on_answer(&host, host.token(2), ints(&[ALLOW, ALLOW].concat()));
+    assert_eq!(host.decisions_in(3), 1);
+    assert!(host.body(3).contains(&tag("b")));
+    w.on_answer(&host, host.token(3), ints(&ALLOW));
+    assert_eq!(*host.resumed.borrow(), [1, 2, 4, 3], "every decision decided by the store");
+    assert_eq!(host.metrics.get(0, Event::StoreError), 0);
+    assert!(breaker_record(&host, "ratelimit.breaker").is_none_or(|r| r[0] == 0));
+    // From now on calls hold one slot: no CROSSSLOT to pay again.
+    w.on_request(&host, 5, &user("/api", "c"));
+    w.on_request(&host, 6, &user("/api", "a"));
+    w.on_request(&host, 7, &user("/api", "c"));
+    w.on_answer(&host, host.token(4), ints(&ALLOW));
+    assert_eq!(host.decisions_in(5), 1, "a alone; c waits for a call of its slot");
+    // A call of one slot that meets CROSSSLOT cannot be split: a store error.
+    w.on_answer(&host, host.token(5), redis_error("CROSSSLOT Keys in request don't hash to the same slot"));
+    assert_eq!(host.metrics.get(0, Event::StoreError), 1);
+    assert_eq!(host.metrics.get(0, Event::FallbackAllowed), 1, "the open rule's fallback");
+    let warnings = host.warnings.borrow();
+    assert_eq!(warnings.len(), 2, "the cluster line once: {warnings:?}");
+    assert!(warnings[1].starts_with("ratelimit: redis error: CROSSSLOT"), "{warnings:?}");
+    assert_eq!(host.sent.borrow().len(), 7, "c's call, and nothing resent");
 }
 
 mod charges;
