@@ -333,8 +333,8 @@ fn without_the_flag_crossslot_resends_by_slot_and_every_decision_is_the_stores()
         // The counts, where the slots say: the user's 3, the org's 4 (the
         // fourth request was its own decision, and it allowed).
         for (key, port, count) in [
-            (format!("t:{{{user}}}:user:fw:{DAY_MS}:{day}"), ports[i], "3"),
-            (format!("t:{{{org}}}:org:fw:{DAY_MS}:{day}"), ports[(i + 1) % 3], "4"),
+            (format!("t:{{{}}}:user:fw:{DAY_MS}:{day}", digest(&user)), ports[i], "3"),
+            (format!("t:{{{}}}:org:fw:{DAY_MS}:{day}", digest(&org)), ports[(i + 1) % 3], "4"),
         ] {
             let node = cluster.nodes.iter().find(|n| n.port == port).unwrap();
             let (value, ttl): (Option<String>, i64) =
