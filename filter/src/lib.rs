@@ -19,6 +19,7 @@ pub mod identity;
 pub mod ip;
 pub mod json;
 pub mod keys;
+pub mod lease;
 pub mod matching;
 pub mod metrics;
 pub mod model;
