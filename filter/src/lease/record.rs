@@ -56,10 +56,8 @@ impl LeaseRecord {
     pub fn decode(bytes: &[u8]) -> Option<LeaseRecord> {
         let words: Vec<u64> =
             bytes.chunks(8).map(|c| <[u8; 8]>::try_from(c).ok().map(u64::from_le_bytes)).collect::<Option<_>>()?;
-        let (&[fingerprint, expires_at_ms, requests_left, n], rest) = words.split_first_chunk::<4>()? else {
-            return None;
-        };
-        let n = usize::try_from(n).ok().filter(|&n| n >= 1 && n <= MAX_LEASED_LIMITS && rest.len() == 3 * n)?;
+        let (&[fingerprint, expires_at_ms, requests_left, n], rest) = words.split_first_chunk::<4>()?;
+        let n = usize::try_from(n).ok().filter(|n| (1..=MAX_LEASED_LIMITS).contains(n) && rest.len() == 3 * n)?;
         let limits = rest
             .chunks_exact(3)
             .take(n)
