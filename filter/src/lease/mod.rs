@@ -12,15 +12,18 @@
 //! - `heat`: per worker, how many requests an identity sent in the last
 //!   `max_age` (a sliding counter in a fixed table): who is hot, and how
 //!   large a lease to ask for.
+//! - `plan`: how large a lease to ask for, and until when one holds.
 //! - `record`: a lease as shared data holds it.
 //! - `table`: the proxy's leases in a fixed number of shared-data slots,
 //!   spent one request at a time with compare-and-swap, so two workers
 //!   never spend one unit twice.
 
 mod heat;
+mod plan;
 mod record;
 mod table;
 
 pub use heat::{Heat, HOT_AFTER};
+pub use plan::{ask, expires_at, LeaseParams, Span};
 pub use record::{LeaseRecord, LeasedLimit, MAX_LEASED_LIMITS};
 pub use table::{LeaseTable, Spend};

@@ -31,16 +31,30 @@ pub struct LeaseRecord {
     pub expires_at_ms: u64,
     /// Requests it still admits.
     pub requests_left: u64,
+    /// Requests granted in all (grants of one lease add up).
+    pub granted: u64,
+    /// When it was first granted (ms since the epoch): with `granted`, how
+    /// fast the client spends, for the next lease's size.
+    pub granted_at_ms: u64,
     /// Its limits, in the decision's order.
     pub limits: Vec<LeasedLimit>,
 }
 
 impl LeaseRecord {
-    /// The bytes in shared data: four little-endian u64 (fingerprint,
-    /// expiry, requests left, limit count), then three per limit.
+    /// The bytes in shared data: six little-endian u64 (fingerprint,
+    /// expiry, requests left, granted, granted at, limit count), then three
+    /// per limit.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(32 + 24 * self.limits.len());
-        for v in [self.fingerprint, self.expires_at_ms, self.requests_left, self.limits.len() as u64] {
+        let mut out = Vec::with_capacity(48 + 24 * self.limits.len());
+        let head = [
+            self.fingerprint,
+            self.expires_at_ms,
+            self.requests_left,
+            self.granted,
+            self.granted_at_ms,
+            self.limits.len() as u64,
+        ];
+        for v in head {
             out.extend_from_slice(&v.to_le_bytes());
         }
         for l in &self.limits {
@@ -56,14 +70,15 @@ impl LeaseRecord {
     pub fn decode(bytes: &[u8]) -> Option<LeaseRecord> {
         let words: Vec<u64> =
             bytes.chunks(8).map(|c| <[u8; 8]>::try_from(c).ok().map(u64::from_le_bytes)).collect::<Option<_>>()?;
-        let (&[fingerprint, expires_at_ms, requests_left, n], rest) = words.split_first_chunk::<4>()?;
+        let (&[fingerprint, expires_at_ms, requests_left, granted, granted_at_ms, n], rest) =
+            words.split_first_chunk::<6>()?;
         let n = usize::try_from(n).ok().filter(|n| (1..=MAX_LEASED_LIMITS).contains(n) && rest.len() == 3 * n)?;
         let limits = rest
             .chunks_exact(3)
             .take(n)
             .map(|l| LeasedLimit { remaining_at_grant: l[0], reset_at_ms: l[1], per_request: l[2] })
             .collect();
-        Some(LeaseRecord { fingerprint, expires_at_ms, requests_left, limits })
+        Some(LeaseRecord { fingerprint, expires_at_ms, requests_left, granted, granted_at_ms, limits })
     }
 }
 
@@ -77,6 +92,8 @@ mod tests {
             fingerprint: 0xfeed,
             expires_at_ms: 1_700_000_060_000,
             requests_left: 7,
+            granted: 9,
+            granted_at_ms: 1_700_000_000_000,
             limits: vec![
                 LeasedLimit { remaining_at_grant: 80, reset_at_ms: 1_700_000_060_000, per_request: 1 },
                 LeasedLimit { remaining_at_grant: u64::MAX, reset_at_ms: 0, per_request: 25 },
@@ -88,7 +105,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_lease_round_trips_through_its_bytes() {
         let bytes = lease().encode();
-        assert_eq!(bytes.len(), 32 + 2 * 24);
+        assert_eq!(bytes.len(), 48 + 2 * 24);
         assert_eq!(LeaseRecord::decode(&bytes), Some(lease()));
     }
 
@@ -102,11 +119,11 @@ mod tests {
         let mut extra = bytes.clone();
         extra.extend_from_slice(&[0; 8]);
         assert_eq!(LeaseRecord::decode(&extra), None);
-        let mut no_limits = bytes[..32].to_vec();
-        no_limits[24..32].copy_from_slice(&0u64.to_le_bytes());
+        let mut no_limits = bytes[..48].to_vec();
+        no_limits[40..48].copy_from_slice(&0u64.to_le_bytes());
         assert_eq!(LeaseRecord::decode(&no_limits), None);
         let mut lying = bytes;
-        lying[24..32].copy_from_slice(&u64::MAX.to_le_bytes());
+        lying[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
         assert_eq!(LeaseRecord::decode(&lying), None);
     }
 }

@@ -41,6 +41,13 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
         LeaseTable { shared, slots }
     }
 
+    /// The lease of `fingerprint` in its slot, live or not (what it says of
+    /// the client's pace and of the limits sizes the next one).
+    pub fn get(&self, fingerprint: u64) -> Option<LeaseRecord> {
+        let (bytes, _) = self.shared.get(&slot_key(fingerprint, self.slots))?;
+        LeaseRecord::decode(&bytes).filter(|l| l.fingerprint == fingerprint)
+    }
+
     /// Spends one request of the live lease of `fingerprint` at `now_ms`.
     pub fn spend(&self, fingerprint: u64, now_ms: u64) -> Spend {
         let key = slot_key(fingerprint, self.slots);
@@ -73,6 +80,8 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
                         LeaseRecord {
                             requests_left: old.requests_left.saturating_add(lease.requests_left),
                             expires_at_ms: old.expires_at_ms.max(lease.expires_at_ms),
+                            granted: old.granted.saturating_add(lease.granted),
+                            granted_at_ms: old.granted_at_ms,
                             ..lease.clone()
                         },
                         Some(cas),
@@ -105,6 +114,8 @@ mod tests {
             fingerprint,
             expires_at_ms,
             requests_left: requests,
+            granted: requests,
+            granted_at_ms: NOW,
             limits: vec![LeasedLimit { remaining_at_grant: 50, reset_at_ms: NOW + 60_000, per_request: 1 }],
         }
     }

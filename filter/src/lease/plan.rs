@@ -1,0 +1,138 @@
+//! How large a lease to ask for, and until when one holds.
+//!
+//! The size follows the client's pace on this proxy: a client that spent
+//! its last lease of g requests in t ms is asked g x `max_age` / t, one
+//! that had none yet what the worker saw of it in the last `max_age` (once
+//! that reaches `HOT_AFTER`). It is capped by `max_units`, and by a share of
+//! what the store said remains: remaining ÷ (2 × fleet_size), so that near
+//! the limit leases shrink to nothing and every request is decided by the
+//! store again, and no proxy can take more than half of what is left from
+//! the others.
+
+use super::heat::HOT_AFTER;
+use super::record::LeaseRecord;
+
+/// A lease's settings (the tightest of the rules it covers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseParams {
+    /// Requests one lease admits at most.
+    pub max_units: u64,
+    /// How long a lease holds at most (ms).
+    pub max_age_ms: u64,
+    /// Proxies sharing the limits.
+    pub fleet_size: u64,
+}
+
+/// What kind of limit a lease covers, for its expiry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Span {
+    /// A window aligned to `now + offset` (fixed and sliding windows):
+    /// leased units were counted in it and end with it.
+    Window {
+        /// Its length (ms).
+        window_ms: u64,
+        /// Its offset (staggered fixed windows; else 0).
+        offset_ms: u64,
+    },
+    /// Tokens taken now (token bucket, GCRA): only `max_age` ends them.
+    Tokens,
+}
+
+/// Requests to ask for: the client's pace over `max_age`, capped by
+/// `max_units` and by the share of what the last lease of its fingerprint
+/// (`previous`, live or not) said remains; 0 for a client that is not hot
+/// (`heat`: its requests in the last `max_age` on this worker) and had no
+/// lease.
+pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_ms: u64) -> u64 {
+    let paced = match previous {
+        Some(p) if p.granted > 0 => {
+            let took = now_ms.saturating_sub(p.granted_at_ms).max(1);
+            let n = u128::from(p.granted) * u128::from(params.max_age_ms) / u128::from(took);
+            u64::try_from(n).unwrap_or(u64::MAX)
+        }
+        _ if heat >= HOT_AFTER => heat,
+        _ => return 0,
+    };
+    let share = previous.map_or(u64::MAX, |p| {
+        let left = p.limits.iter().map(|l| l.remaining_at_grant / l.per_request.max(1)).min().unwrap_or(0);
+        left / params.fleet_size.max(1).saturating_mul(2)
+    });
+    paced.min(params.max_units).min(share)
+}
+
+/// Until when a lease granted at `now_ms` holds (exclusive): `max_age`
+/// after it, and no later than the end of the window of any windowed limit
+/// (units counted in a window are spent in it).
+pub fn expires_at(now_ms: u64, max_age_ms: u64, spans: &[Span]) -> u64 {
+    let mut end = now_ms.saturating_add(max_age_ms);
+    for span in spans {
+        if let Span::Window { window_ms, offset_ms } = *span {
+            let window = window_ms.max(1);
+            let into = now_ms.saturating_add(offset_ms) % window;
+            end = end.min(now_ms.saturating_add(window - into));
+        }
+    }
+    end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::LeasedLimit;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    const NOW: u64 = 1_700_000_000_000;
+    const PARAMS: LeaseParams = LeaseParams { max_units: 100, max_age_ms: 1_000, fleet_size: 3 };
+
+    fn previous(granted: u64, granted_at_ms: u64, remaining: &[(u64, u64)]) -> LeaseRecord {
+        LeaseRecord {
+            fingerprint: 1,
+            expires_at_ms: 0,
+            requests_left: 0,
+            granted,
+            granted_at_ms,
+            limits: remaining
+                .iter()
+                .map(|&(r, per)| LeasedLimit { remaining_at_grant: r, reset_at_ms: 0, per_request: per })
+                .collect(),
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_client_is_asked_a_lease_once_hot_and_then_at_its_pace() {
+        assert_eq!(ask(&PARAMS, None, HOT_AFTER - 1, NOW), 0, "not hot yet");
+        assert_eq!(ask(&PARAMS, None, HOT_AFTER, NOW), HOT_AFTER);
+        assert_eq!(ask(&PARAMS, None, 1_000, NOW), 100, "max_units");
+        // 20 requests spent in 250 ms: 80 in a max_age of 1 s.
+        let fast = previous(20, NOW - 250, &[(10_000, 1)]);
+        assert_eq!(ask(&PARAMS, Some(&fast), 0, NOW), 80);
+        // 20 in 4 s (it expired unspent, or the client slowed): 5.
+        let slow = previous(20, NOW - 4_000, &[(10_000, 1)]);
+        assert_eq!(ask(&PARAMS, Some(&slow), 0, NOW), 5);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn near_the_limit_leases_shrink_to_nothing() {
+        // remaining / (2 x 3 proxies), per request units of the tightest limit.
+        let fast = |remaining: &[(u64, u64)]| ask(&PARAMS, Some(&previous(1_000, NOW - 100, remaining)), 0, NOW);
+        assert_eq!(fast(&[(600, 1)]), 100);
+        assert_eq!(fast(&[(300, 1)]), 50);
+        assert_eq!(fast(&[(300, 1), (1_000, 10)]), 16, "100 requests left of the second limit");
+        assert_eq!(fast(&[(5, 1)]), 0);
+        assert_eq!(fast(&[(0, 1)]), 0);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_lease_ends_with_its_windows_or_its_age() {
+        let start = NOW - NOW % 60_000;
+        let minute = Span::Window { window_ms: 60_000, offset_ms: 0 };
+        assert_eq!(expires_at(start + 10_000, 5_000, &[minute]), start + 15_000, "age first");
+        assert_eq!(expires_at(start + 58_000, 5_000, &[minute]), start + 60_000, "the window ends first");
+        assert_eq!(expires_at(start + 58_000, 5_000, &[Span::Tokens]), start + 63_000, "tokens: age only");
+        let shifted = Span::Window { window_ms: 60_000, offset_ms: 30_000 };
+        assert_eq!(expires_at(start + 28_000, 5_000, &[shifted, Span::Tokens]), start + 30_000);
+    }
+}
