@@ -6,6 +6,7 @@ use super::cost::{parse_cost, Cost, UsageSource};
 use super::error::ConfigError;
 use super::headers::{parse_style, HeaderStyle};
 use super::json::{Obj, Result};
+use super::lease::{parse_lease, LeaseSettings};
 use super::limit::{parse_limit, Counts, Limit, MAX_EXACT};
 use crate::algorithm::Algorithm;
 use crate::json::{printable, Value};
@@ -87,6 +88,8 @@ pub struct Rule {
     pub key: Vec<KeyPart>,
     /// How its identity is written into Redis keys.
     pub identity: IdentityForm,
+    /// Leases for hot clients, if the rule takes them.
+    pub lease: Option<LeaseSettings>,
     /// Its limits, decided together.
     pub limits: Vec<Limit>,
     /// What one request consumes, and when that is known.
@@ -133,6 +136,7 @@ const RULE_FIELDS: &[&str] = &[
     "response_headers",
     "shadow_headers",
     "identity",
+    "lease",
 ];
 
 /// Whether `s` is 1..=max characters of [a-z0-9_-] (and '.' if `dots`).
@@ -193,6 +197,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         matcher,
         key,
         identity,
+        lease: None,
         limits: Vec::with_capacity(limit_values.len()),
         cost,
         failure_mode,
@@ -215,6 +220,9 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         check_limit(&rule, &limit, i, &o, path)?;
         rule.limits.push(limit);
     }
+    if let Some(v) = o.value("lease") {
+        rule.lease = Some(check_lease(&rule, parse_lease(v, &o.path_of("lease"))?, &o.path_of("lease"))?);
+    }
     // Policy names: the window, and the algorithm too where two limits share a window.
     let windows: Vec<(u64, &'static str)> =
         rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
@@ -223,6 +231,26 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         l.policy = policy_name(&rule.name, *window, shared.then_some(*algorithm));
     }
     Ok(rule)
+}
+
+/// Whether units of `rule` can be leased: counted exactly before they are spent.
+fn check_lease(rule: &Rule, lease: LeaseSettings, path: &str) -> Result<LeaseSettings> {
+    if rule.shadow {
+        return Err(ConfigError::at(path, "a shadow rule admits nothing, so it takes no lease"));
+    }
+    if !matches!(rule.cost, Cost::Fixed(_)) {
+        return Err(ConfigError::at(
+            path,
+            "needs a cost known at request time and the same for every request (an integer): a lease counts each request's units before the request comes",
+        ));
+    }
+    if let Some(i) = rule.limits.iter().position(|l| l.spec.algorithm == Algorithm::SlidingLog) {
+        return Err(ConfigError::at(
+            path,
+            format!("limits[{i}] is a sliding_log, which keeps each admitted request with the time it came: a leased unit has no time until it is spent (use another algorithm, or no lease)"),
+        ));
+    }
+    Ok(lease)
 }
 
 /// What a limit must satisfy given its rule's cost and failure policy.

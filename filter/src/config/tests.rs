@@ -174,6 +174,13 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reserve":2},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reserve: applies to a cost known after the response only"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":":status","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_header: is not a valid header name"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reserve":6},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: reserve (6) can never be admitted by limits[0], which holds at most 5"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s"},"limits":[{"algorithm":"sliding_log","limit":5,"window":"1s"}]}"#, "rules[1].lease: limits[0] is a sliding_log, which keeps each admitted request with the time it came: a leased unit has no time until it is spent (use another algorithm, or no lease)"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s"},"cost":{"request_header":"x-cost","max":5},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease: needs a cost known at request time and the same for every request (an integer): a lease counts each request's units before the request comes"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s"},"cost":{"response_body":"u","default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease: needs a cost known at request time and the same for every request (an integer): a lease counts each request's units before the request comes"),
+        (r#"{"name":"api","key":["path"],"shadow":true,"lease":{"max_units":10,"max_age":"5s"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease: a shadow rule admits nothing, so it takes no lease"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_age":"5s"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease.max_units: is required: the most requests one lease admits"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"2h"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease.max_age: must be from 10ms to 1h"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s","share":2},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].lease.share: unknown field (expected one of: max_units, max_age)"),
         (r#"{"name":"api","key":["path"],"identity":"plain","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].identity: must be \"digest\" or \"clear\""),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"u","default":1,"unreadable":"min"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.unreadable: must be \"max\" or \"default\""),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"bytes_per_unit":4},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.bytes_per_unit: applies to a response_body cost only"),
@@ -339,4 +346,13 @@ fn a_body_cost_sums_at_most_eight_fields() {
         Config::parse(streamed.as_bytes()).unwrap_err().to_string(),
         "rules[0].cost.response_body.event_stream: must list 1 to 8 field paths, not 9"
     );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_lease_is_read_with_its_units_and_age() {
+    let json = r#"{"store":{"cluster":"s"},"rules":[{"name":"hot","key":["header:k"],"lease":{"max_units":50,"max_age":"2s"},
+        "limits":[{"limit":100,"window":"1m"},{"algorithm":"token_bucket","limit":10,"window":"1s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    assert_eq!(c.rules[0].lease, Some(LeaseSettings { max_units: 50, max_age_ms: 2_000 }));
 }
