@@ -32,6 +32,10 @@ pub enum Event {
     /// The response's usage could not be read (garbled, too large, an
     /// encoding the filter cannot decode): `max` was charged.
     UsageUnreadable,
+    /// Admitted from a lease, in the proxy (also counted as allowed).
+    LeaseAllowed,
+    /// A lease the store granted (its units counted in advance).
+    LeaseGranted,
     /// Refused before reaching the store: too many decisions already wait
     /// on this worker; the rule's failure policy applied.
     Overloaded,
@@ -39,7 +43,7 @@ pub enum Event {
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 15] = [
+    pub const ALL: [Event; 17] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -54,6 +58,8 @@ impl Event {
         Event::UsageMissing,
         Event::ChargeFailed,
         Event::UsageUnreadable,
+        Event::LeaseAllowed,
+        Event::LeaseGranted,
         Event::Overloaded,
     ];
 
@@ -74,6 +80,8 @@ impl Event {
             Event::UsageMissing => "usage_missing",
             Event::ChargeFailed => "charge_errors",
             Event::UsageUnreadable => "usage_unreadable",
+            Event::LeaseAllowed => "lease_allowed",
+            Event::LeaseGranted => "leases",
             Event::Overloaded => "overloaded",
         }
     }

@@ -83,7 +83,7 @@ pub struct PlannedLimit {
 }
 
 /// One planned decision: every limit of the rules of one identity.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PlannedDecision {
     /// Indices of the rules it decides, in order.
     pub rules: Vec<usize>,
@@ -97,6 +97,8 @@ pub struct PlannedDecision {
     digest: IdentityDigest,
     /// Its partition key, when a rule of it sends the IETF fields.
     partition: Option<PartitionKey>,
+    /// Its lease, when its rules take leases (none was live here).
+    pub lease: Option<LeaseCandidate>,
     result: Option<Result<Vec<Decision>, StoreError>>,
 }
 
@@ -223,10 +225,23 @@ where
             rules.push(r);
             plan_limits(&mut limits, r, rule, cost, &digest);
         }
-        if !rules.is_empty() {
-            let slot = cluster_slot(&identity);
-            decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, result: None });
+        if rules.is_empty() {
+            continue;
         }
+        let lease = leases::candidate(config, &rules, &limits, &digest);
+        if let Some(c) = &lease {
+            let table = LeaseTable::new(env.shared, config.deny_cache.slots);
+            if let Spend::Admitted(held) = table.spend(c.fingerprint, now()) {
+                for &r in &rules {
+                    env.metrics.count(r, Event::Allowed);
+                    env.metrics.count(r, Event::LeaseAllowed);
+                }
+                known.extend(leases::admitted(config, &rules, &limits, &held, partition, now()));
+                continue;
+            }
+        }
+        let slot = cluster_slot(&identity);
+        decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, lease, result: None });
     }
     if decisions.is_empty() && known.is_empty() {
         return Start::Done(Outcome::Continue(Vec::new(), Vec::new()));
@@ -396,11 +411,14 @@ impl Pending {
 }
 
 mod headers;
+mod leases;
 mod reads;
 #[cfg(test)]
 mod tests;
 mod unreadable;
 mod verdicts;
 
+use crate::lease::{LeaseTable, Spend};
 use headers::{ietf_fields, response_headers, Listed};
+pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};

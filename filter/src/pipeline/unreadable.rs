@@ -43,6 +43,7 @@ where
             slot,
             digest: identity_digest,
             partition: None,
+            lease: None,
             result: Some(Err(StoreError::RequestUnreadable)),
         });
     }

@@ -39,6 +39,11 @@ impl Worker {
                     .collect();
                 Some((limits, &c.charge.identity, c.charge.slot))
             }
+            Owner::Lease(id) => {
+                let a = self.leases.asks.get(&id)?;
+                let limits = a.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
+                Some((limits, &a.identity, a.slot))
+            }
         }
     }
 

@@ -17,6 +17,7 @@ mod calls;
 mod charges;
 mod host;
 mod incidents;
+mod leases;
 mod response;
 mod stats;
 mod usage_watch;
@@ -69,6 +70,8 @@ enum Owner {
     Stream { stream: u32, decision: usize },
     /// A charge after a response (it outlives its stream).
     Charge(u64),
+    /// A lease asked with a hot client's decision.
+    Lease(u64),
 }
 
 /// The shortest timer period the worker asks for.
@@ -150,6 +153,7 @@ pub struct Worker {
     last_info_ms: Option<u64>,
     incidents: Incidents,
     decoders: Decoders,
+    leases: leases::Leases,
     stats: stats::StatsWatch,
     /// The stream whose request callback is running: its outcome is
     /// returned, not resumed.
@@ -173,6 +177,7 @@ impl Worker {
             last_info_ms: Some(now_ms),
             incidents: Incidents::default(),
             decoders: Decoders::default(),
+            leases: leases::Leases::default(),
             stats: stats::StatsWatch::default(),
             current: None,
             current_outcome: None,
@@ -205,6 +210,7 @@ impl Worker {
             Start::Wait(pending) => pending,
         };
         let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
+        let hot: Vec<usize> = waiting.iter().copied().filter(|&i| pending.decisions[i].lease.is_some()).collect();
         if self.streams.len() >= MAX_STREAMS {
             self.forget_old_streams(host, now);
         }
@@ -216,6 +222,13 @@ impl Worker {
             if let Err(item) = self.queue.push(item) {
                 self.refuse_overloaded(host, item.owner, now);
             }
+        }
+        for decision in hot {
+            let Some(pending) = self.streams.get(&stream).and_then(|s| s.pending.as_ref()) else { break };
+            let Some(d) = pending.decisions.get(decision) else { continue };
+            // Cloned out of the stream's state, which asking borrows mutably.
+            let d = d.clone();
+            self.ask_lease(host, &d, now);
         }
         self.pump(host);
         self.current = None;
@@ -271,6 +284,7 @@ impl Worker {
                 }
                 return;
             }
+            Owner::Lease(id) => return self.settle_lease(host, id, result, at),
         };
         let Some(state) = self.streams.get_mut(&stream) else { return };
         let Some(pending) = state.pending.as_mut() else { return };

@@ -1,0 +1,103 @@
+//! Where a request meets leases: whether a planned decision's rules take
+//! one (every rule of it must), its fingerprint, and a request admitted
+//! from a live lease in the proxy, with the fields it would have had from
+//! the store.
+
+use super::{PlannedLimit, Verdict};
+use crate::algorithm::Algorithm;
+use crate::call::Op;
+use crate::config::Config;
+use crate::decision::Decision;
+use crate::fingerprint::{entry_fingerprint, fingerprint, IdentityDigest};
+use crate::lease::{LeaseParams, LeaseRecord, Span};
+use crate::ratelimit_fields::PartitionKey;
+use crate::response::{PolicyRef, Shown};
+
+/// A decision whose rules take leases: what identifies its lease, and what
+/// one is asked and kept with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseCandidate {
+    /// The lease's fingerprint: the identity, and every limit of the
+    /// decision with the units a request takes from it.
+    pub fingerprint: u64,
+    /// The tightest settings of its rules.
+    pub params: LeaseParams,
+    /// Per limit, in the decision's order: units one request takes.
+    pub per_request: Vec<u64>,
+    /// Per limit: what ends leased units.
+    pub spans: Vec<Span>,
+}
+
+/// The lease candidate of a decision of `rules` with `limits` for
+/// `identity`; `None` unless every rule takes leases and every limit is
+/// used (not only checked) at request time.
+pub(super) fn candidate(
+    config: &Config,
+    rules: &[usize],
+    limits: &[PlannedLimit],
+    identity: &IdentityDigest,
+) -> Option<LeaseCandidate> {
+    let mut params = LeaseParams { max_units: u64::MAX, max_age_ms: u64::MAX, fleet_size: 1 };
+    for &r in rules {
+        let rule = config.rules.get(r)?;
+        let lease = rule.lease?;
+        params.max_units = params.max_units.min(lease.max_units);
+        params.max_age_ms = params.max_age_ms.min(lease.max_age_ms);
+        params.fleet_size = params.fleet_size.max(rule.fleet_size.get());
+    }
+    let mut parts: Vec<u8> = b"lease".to_vec();
+    let mut per_request = Vec::with_capacity(limits.len());
+    let mut spans = Vec::with_capacity(limits.len());
+    for l in limits {
+        let Op::Use(amount) = l.op else { return None };
+        let limit = config.rules.get(l.rule)?.limits.get(l.limit)?;
+        parts.extend_from_slice(&entry_fingerprint(limit.fingerprint, identity).to_le_bytes());
+        parts.extend_from_slice(&amount.to_le_bytes());
+        per_request.push(amount);
+        spans.push(match limit.spec.algorithm {
+            Algorithm::SlidingWindow | Algorithm::FixedWindow => {
+                Span::Window { window_ms: limit.spec.window_ms, offset_ms: l.offset_ms.unwrap_or(0) }
+            }
+            _ => Span::Tokens,
+        });
+    }
+    Some(LeaseCandidate { fingerprint: fingerprint(&[&parts]), params, per_request, spans })
+}
+
+/// The verdicts of `rules` for a request admitted from `lease` at
+/// `now_ms`: every limit allowed, `remaining` what the store held outside
+/// the lease at its grant plus what the lease still holds (never more than
+/// the store could have granted then; capped at the limit's capacity),
+/// `reset` as exact as the store's.
+pub(super) fn admitted(
+    config: &Config,
+    rules: &[usize],
+    limits: &[PlannedLimit],
+    lease: &LeaseRecord,
+    partition: Option<PartitionKey>,
+    now_ms: u64,
+) -> Vec<(usize, Verdict)> {
+    let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
+    for (l, leased) in limits.iter().zip(&lease.limits) {
+        let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
+        let capacity = match limit.spec.algorithm {
+            Algorithm::TokenBucket | Algorithm::Gcra => limit.spec.burst,
+            _ => limit.spec.limit,
+        };
+        let in_lease = lease.requests_left.saturating_mul(leased.per_request);
+        let shown = Shown {
+            limit: limit.spec.limit,
+            decision: Decision {
+                allowed: true,
+                remaining: leased.remaining_at_grant.saturating_add(in_lease).min(capacity),
+                reset_ms: leased.reset_at_ms.saturating_sub(now_ms),
+                retry_after_ms: Some(0),
+            },
+            policy: Some(PolicyRef { rule: l.rule, limit: l.limit, partition }),
+        };
+        if let Some((_, Verdict::Allowed(v))) = out.iter_mut().find(|(r, _)| *r == l.rule) {
+            v.push(shown);
+        }
+    }
+    out
+}

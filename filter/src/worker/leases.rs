@@ -1,0 +1,124 @@
+//! Leases on the worker: a hot client's store decision brings a lease
+//! decision along (queued right after it, so they usually share a call):
+//! the same limits, each used `k` times a request's units, all or nothing
+//! as any decision. Granted, its units are counted in the store already and
+//! the lease goes to the proxy's lease table, where every worker spends it;
+//! refused, the store's view of the limits is kept to size the next ask.
+
+use std::collections::BTreeSet;
+
+use super::{Host, Owner, Worker};
+use crate::decision::Decision;
+use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit};
+use crate::metrics::Event;
+use crate::pipeline::{LeaseCandidate, PlannedDecision, PlannedLimit};
+use crate::store::StoreError;
+
+/// Lease decisions in flight per worker at most (one per identity).
+pub const MAX_LEASE_ASKS: usize = 4096;
+
+/// A lease decision on its way to the store.
+#[derive(Debug)]
+pub(super) struct LeaseAsk {
+    candidate: LeaseCandidate,
+    /// Requests asked for.
+    requests: u64,
+    pub(super) rules: Vec<usize>,
+    pub(super) identity: String,
+    pub(super) slot: u16,
+    /// The decision's limits, each used `requests` times its units.
+    pub(super) limits: Vec<PlannedLimit>,
+    /// When it was asked: its windows are those of this instant or later.
+    asked_at_ms: u64,
+}
+
+/// What the worker keeps for leases.
+#[derive(Debug, Default)]
+pub(super) struct Leases {
+    pub(super) heat: Heat,
+    pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
+    /// Fingerprints with an ask in flight: one at a time per identity.
+    asking: BTreeSet<u64>,
+    next: u64,
+}
+
+impl Worker {
+    /// The lease decision a hot client's `d` brings along, if any, queued.
+    pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: u64) {
+        let Some(c) = &d.lease else { return };
+        let leases = &mut self.leases;
+        if leases.asking.contains(&c.fingerprint) || leases.asks.len() >= MAX_LEASE_ASKS {
+            return;
+        }
+        let heat = leases.heat.observe(c.fingerprint, now, c.params.max_age_ms);
+        let previous = LeaseTable::new(host, self.config.deny_cache.slots).get(c.fingerprint);
+        let requests = lease::ask(&c.params, previous.as_ref(), heat, now);
+        if requests == 0 {
+            return;
+        }
+        let mut limits = Vec::with_capacity(d.limits.len());
+        for (l, per) in d.limits.iter().zip(&c.per_request) {
+            let Some(units) = per.checked_mul(requests) else { return };
+            limits.push(PlannedLimit { op: crate::call::Op::Use(units), ..*l });
+        }
+        let id = leases.next;
+        leases.next = leases.next.wrapping_add(1);
+        leases.asking.insert(c.fingerprint);
+        let ask = LeaseAsk {
+            candidate: c.clone(),
+            requests,
+            rules: d.rules.clone(),
+            identity: d.identity.clone(),
+            slot: d.slot,
+            limits,
+            asked_at_ms: now,
+        };
+        leases.asks.insert(id, ask);
+        let queued = self.queued(Owner::Lease(id), now).map(|q| self.queue.push(q));
+        if let Some(Err(q)) = queued {
+            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
+        }
+    }
+
+    /// A lease decision's result (`at`: when the store decided it).
+    pub(super) fn settle_lease<H: Host>(
+        &mut self,
+        host: &H,
+        id: u64,
+        result: Result<Vec<Decision>, StoreError>,
+        at: u64,
+    ) {
+        let Some(ask) = self.leases.asks.remove(&id) else { return };
+        self.leases.asking.remove(&ask.candidate.fingerprint);
+        // A store that failed granted nothing; the request's own decision
+        // follows its rule's policy.
+        let Ok(outcomes) = result else { return };
+        if outcomes.len() != ask.limits.len() {
+            return;
+        }
+        let granted = if outcomes.iter().all(|o| o.allowed) { ask.requests } else { 0 };
+        let c = &ask.candidate;
+        let lease = LeaseRecord {
+            fingerprint: c.fingerprint,
+            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &c.spans),
+            requests_left: granted,
+            granted,
+            granted_at_ms: at,
+            limits: outcomes
+                .iter()
+                .zip(&c.per_request)
+                .map(|(o, &per_request)| LeasedLimit {
+                    remaining_at_grant: o.remaining,
+                    reset_at_ms: at.saturating_add(o.reset_ms),
+                    per_request,
+                })
+                .collect(),
+        };
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now_ms());
+        if granted > 0 {
+            for &r in &ask.rules {
+                host.count(r, Event::LeaseGranted);
+            }
+        }
+    }
+}
