@@ -20,6 +20,7 @@ mod hostcall_statuses;
 mod huge_replies;
 mod info_failures;
 mod late_reply;
+mod leases;
 mod malformed;
 mod memory_flat;
 mod noscript;

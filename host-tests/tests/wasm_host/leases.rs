@@ -1,0 +1,78 @@
+//! Leases in the wasmtime host with a real Redis: two workers of one proxy
+//! spend one lease (shared data), a hot client is admitted exactly its
+//! limit with a fraction of the store calls, a cold client beside it is
+//! decided per request, and the lease table stays bounded however many
+//! clients pass.
+
+use host_tests::wasm_host::Request;
+
+use crate::both_transports;
+use crate::fixture::{at, Kind, Servers};
+
+both_transports!(
+    two_workers_spend_one_lease_and_a_hot_client_gets_exactly_its_limit,
+    the_lease_table_and_memory_stay_bounded_whatever_the_clients
+);
+
+/// Per client: 50 a minute and 20 a second (a bucket), both leased.
+const HOT: &str = r#"{"name":"hot","key":["header:x-user"],"failure_mode":"closed",
+  "lease":{"max_units":8,"max_age":"5s"},
+  "limits":[{"algorithm":"fixed_window","limit":50,"window":"1m"},
+            {"algorithm":"sliding_window","limit":1000,"window":"1m"}]}"#;
+
+fn as_user(user: &str) -> Request {
+    Request::get("/api").header("x-user", user)
+}
+
+fn two_workers_spend_one_lease_and_a_hot_client_gets_exactly_its_limit(kind: Kind) {
+    let servers = Servers::start(kind);
+    let mut host = servers.host(&kind.config(HOT), 2).start();
+    host.advance_to(at(1_000));
+    let mut admitted = 0;
+    for i in 0..150 {
+        let r = host.send(i % 2, as_user("hot"));
+        assert!(matches!(r.status, 200 | 429), "{r:?}");
+        admitted += u32::from(r.status == 200);
+        // A cold client beside it: one request in a while, decided by the store.
+        if i % 30 == 0 {
+            let calls = host.calls_made();
+            assert_eq!(host.send(i % 2, as_user(&format!("cold-{i}"))).status, 200);
+            assert_eq!(host.calls_made(), calls + 1, "a cold client's request is one store decision");
+        }
+    }
+    eprintln!(
+        "{kind:?}: admitted {admitted} of 150, {} from leases, {} leases, {} store calls for 150 + 5 requests",
+        host.counter("ratelimit.hot.lease_allowed"),
+        host.counter("ratelimit.hot.leases"),
+        host.calls_made()
+    );
+    assert_eq!(admitted, 50, "exactly the limit: leased units were counted before they were spent");
+    let from_leases = host.counter("ratelimit.hot.lease_allowed");
+    assert!(from_leases >= 25, "most of the hot client's admissions came from leases: {from_leases}");
+    assert!(host.counter("ratelimit.hot.leases") >= 4);
+    // Both workers spent leases (the table is the proxy's, not a worker's).
+    assert_eq!(host.counter("ratelimit.hot.allowed"), 50 + 5);
+}
+
+fn the_lease_table_and_memory_stay_bounded_whatever_the_clients(kind: Kind) {
+    let clients: u64 = std::env::var("LEASE_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(4_000);
+    let servers = Servers::start(kind);
+    let config = kind.config_with(HOT, r#","deny_cache":{"slots":256}"#);
+    let mut host = servers.host(&config, 1).start();
+    host.advance_to(at(1_000));
+    let mut after_quarter = None;
+    for c in 0..clients {
+        // Each client hot enough for a lease (4 requests), then one from it.
+        for _ in 0..5 {
+            assert_eq!(host.send(0, as_user(&format!("c{c}"))).status, 200);
+        }
+        if c == clients / 4 {
+            after_quarter = Some(host.memory_bytes(0));
+        }
+    }
+    let leases = host.shared_keys().iter().filter(|k| k.starts_with("ratelimit.lease.")).count();
+    assert!(leases <= 256, "{leases} lease slots");
+    assert!(host.counter("ratelimit.hot.lease_allowed") >= clients as i64 / 2);
+    let (end, quarter) = (host.memory_bytes(0), after_quarter.unwrap());
+    assert!(end <= quarter + 65_536, "memory grew from {quarter} to {end} bytes over {clients} clients");
+}
