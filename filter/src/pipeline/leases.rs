@@ -3,7 +3,7 @@
 //! from a live lease in the proxy, with the fields it would have had from
 //! the store.
 
-use super::{PlannedLimit, Verdict};
+use super::{plan_limits, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::call::Op;
 use crate::config::Config;
@@ -26,29 +26,31 @@ pub struct LeaseCandidate {
     pub per_request: Vec<u64>,
     /// Per limit: what ends leased units.
     pub spans: Vec<Span>,
+    /// The decision's limits, as a request uses them.
+    pub limits: Vec<PlannedLimit>,
 }
 
-/// The lease candidate of a decision of `rules` with `limits` for
-/// `identity`; `None` unless every rule takes leases and every limit is
-/// used (not only checked) at request time.
-pub(super) fn candidate(
-    config: &Config,
-    rules: &[usize],
-    limits: &[PlannedLimit],
-    identity: &IdentityDigest,
-) -> Option<LeaseCandidate> {
+/// The lease candidate of a decision of `rules` for `identity`; `None`
+/// unless every rule takes leases (leased rules cost a fixed amount, and
+/// every limit is used, not only checked, at request time).
+pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &IdentityDigest) -> Option<LeaseCandidate> {
     let mut params = LeaseParams { max_units: u64::MAX, max_age_ms: u64::MAX, fleet_size: 1 };
+    let mut limits = Vec::new();
     for &r in rules {
         let rule = config.rules.get(r)?;
         let lease = rule.lease?;
         params.max_units = params.max_units.min(lease.max_units);
         params.max_age_ms = params.max_age_ms.min(lease.max_age_ms);
         params.fleet_size = params.fleet_size.max(rule.fleet_size.get());
+        plan_limits(&mut limits, r, rule, rule.cost.max_at_request(), identity);
+    }
+    if limits.is_empty() {
+        return None;
     }
     let mut parts: Vec<u8> = b"lease".to_vec();
     let mut per_request = Vec::with_capacity(limits.len());
     let mut spans = Vec::with_capacity(limits.len());
-    for l in limits {
+    for l in &limits {
         let Op::Use(amount) = l.op else { return None };
         let limit = config.rules.get(l.rule)?.limits.get(l.limit)?;
         parts.extend_from_slice(&entry_fingerprint(limit.fingerprint, identity).to_le_bytes());
@@ -61,7 +63,7 @@ pub(super) fn candidate(
             _ => Span::Tokens,
         });
     }
-    Some(LeaseCandidate { fingerprint: fingerprint(&[&parts]), params, per_request, spans })
+    Some(LeaseCandidate { fingerprint: fingerprint(&[&parts]), params, per_request, spans, limits })
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at

@@ -191,9 +191,25 @@ where
         let digest = IdentityDigest::of(&identity);
         let ietf = group.rules.iter().any(|&r| config.rules[r].headers.unwrap_or(config.headers).ietf);
         let partition = ietf.then(|| PartitionKey::of(&identity));
+        let matched: Vec<usize> = matched.collect();
+        // A live lease first: its units are paid for, so a denial this
+        // proxy cached since (the store had none left outside leases) must
+        // not strand them.
+        let lease = leases::candidate_for(config, &matched, &digest);
+        if let Some(c) = &lease {
+            let table = LeaseTable::new(env.shared, config.deny_cache.slots);
+            if let Spend::Admitted(held) = table.spend(c.fingerprint, now()) {
+                for &r in &matched {
+                    env.metrics.count(r, Event::Allowed);
+                    env.metrics.count(r, Event::LeaseAllowed);
+                }
+                known.extend(leases::admitted(config, &matched, &c.limits, &held, partition, now()));
+                continue;
+            }
+        }
         let mut rules = Vec::new();
         let mut limits = Vec::new();
-        for r in matched {
+        for &r in &matched {
             let rule = &config.rules[r];
             let cost = match &rule.cost {
                 Cost::RequestHeader { name, max, default } => match header_cost(req, name, *max, *default) {
@@ -228,18 +244,9 @@ where
         if rules.is_empty() {
             continue;
         }
-        let lease = leases::candidate(config, &rules, &limits, &digest);
-        if let Some(c) = &lease {
-            let table = LeaseTable::new(env.shared, config.deny_cache.slots);
-            if let Spend::Admitted(held) = table.spend(c.fingerprint, now()) {
-                for &r in &rules {
-                    env.metrics.count(r, Event::Allowed);
-                    env.metrics.count(r, Event::LeaseAllowed);
-                }
-                known.extend(leases::admitted(config, &rules, &limits, &held, partition, now()));
-                continue;
-            }
-        }
+        // Leased rules are never shadow and cost a fixed amount, so none of
+        // them was dropped: the candidate is the decision's.
+        let lease = lease.filter(|_| rules == matched);
         let slot = cluster_slot(&identity);
         decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, lease, result: None });
     }

@@ -464,3 +464,38 @@ fn retry_after_jitter_is_never_earlier_than_the_exact_wait() {
         "the reset stays exact"
     );
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_live_lease_admits_even_past_a_denial_cached_since_and_without_one_the_cache_answers() {
+    let config = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
+      {"name":"hot","key":["header:x-api-key"],"lease":{"max_units":5,"max_age":"10s"},
+       "limits":[{"algorithm":"fixed_window","limit":10,"window":"1m"}]}]}"#;
+    let w = World::new(config);
+    let req = FakeRequest::new("GET", "/").with("x-api-key", "k");
+    // The store had nothing left outside the lease: the denial is cached.
+    let out = w.run(&req, &[Ok(vec![deny(0, 20_000, 20_000)])]);
+    assert!(matches!(out, Outcome::Reply(ref r) if r.status == 429));
+    let Start::Done(Outcome::Reply(_)) = w.begin(&req) else { panic!("the deny cache answers") };
+    // This proxy holds a lease of that client: its units are paid for.
+    let digest = IdentityDigest::of(&crate::identity::digest("k"));
+    let c = leases::candidate_for(&w.config, &[0], &digest).unwrap();
+    let lease = crate::lease::LeaseRecord {
+        fingerprint: c.fingerprint,
+        expires_at_ms: NOW + 10_000,
+        requests_left: 2,
+        granted: 2,
+        granted_at_ms: NOW,
+        limits: vec![crate::lease::LeasedLimit { remaining_at_grant: 0, reset_at_ms: NOW + 20_000, per_request: 1 }],
+    };
+    LeaseTable::new(&w.shared, w.config.deny_cache.slots).grant(lease, NOW);
+    for remaining in ["1", "0"] {
+        let Start::Done(out) = w.begin(&req) else { panic!("decided in the proxy") };
+        assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
+        assert_eq!(header(&out, "x-ratelimit-remaining"), Some(remaining));
+        assert!(header(&out, "x-ratelimit-reset").is_some());
+    }
+    assert_eq!(w.metrics.get(0, Event::LeaseAllowed), 2);
+    let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("spent: the cache again") };
+    assert_eq!(r.status, 429);
+}

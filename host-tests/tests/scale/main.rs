@@ -9,6 +9,7 @@
 mod cluster;
 mod faults;
 mod fleet;
+mod leases;
 
 /// A plugin configuration calling webdis through the template's store
 /// cluster: `store` is extra JSON members of `store` (with a leading comma),
