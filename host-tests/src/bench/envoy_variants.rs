@@ -49,6 +49,9 @@ pub enum Variant {
     NoRuleMatched,
     /// This filter admitting every request: a rule keyed by `x-api-key`.
     Allowed(Batching),
+    /// The same rule with leases (`max_units` 1000, `max_age` 1 s),
+    /// batching on: hot clients decided in the proxy.
+    Leased,
     /// This filter denying every request from its deny cache.
     DenyCacheHit,
     /// This filter with the store unreachable, admitting through the local
@@ -58,7 +61,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, one Envoy each, baseline first.
-    pub const ALL: [Variant; 9] = [
+    pub const ALL: [Variant; 10] = [
         Variant::NoFilter,
         Variant::LocalRateLimit,
         Variant::ExtAuthz,
@@ -66,6 +69,7 @@ impl Variant {
         Variant::Allowed(Batching::On),
         Variant::Allowed(Batching::Small),
         Variant::Allowed(Batching::Off),
+        Variant::Leased,
         Variant::DenyCacheHit,
         Variant::Fallback,
     ];
@@ -78,6 +82,7 @@ impl Variant {
             Variant::ExtAuthz => "native ext_authz (HTTP callout)".into(),
             Variant::NoRuleMatched => "filter, no rule matched".into(),
             Variant::Allowed(b) => format!("filter, allowed, {}", b.name()),
+            Variant::Leased => "filter, allowed, leases on".into(),
             Variant::DenyCacheHit => "filter, denied (deny-cache hit)".into(),
             Variant::Fallback => "filter, store down (fallback)".into(),
         }
@@ -98,9 +103,11 @@ impl Variant {
             Variant::DenyCacheHit => ("", "client_ip", 1, ""),
             Variant::Fallback => ("", "client_ip", 100_000_000, ""),
             Variant::Allowed(b) => ("", "header:x-api-key", 100_000_000, b.field()),
+            Variant::Leased => ("", "header:x-api-key", 100_000_000, ""),
         };
+        let lease = if self == Variant::Leased { r#""lease":{"max_units":1000,"max_age":"1s"},"# } else { "" };
         Some(format!(
-            r#"{{"domain":"bench",{},"rules":[{{"name":"api",{matcher}"key":["{key}"],"failure_mode":"open",
+            r#"{{"domain":"bench",{},"rules":[{{"name":"api",{matcher}"key":["{key}"],"failure_mode":"open",{lease}
                 "limits":[{{"algorithm":"sliding_window","limit":{limit},"window":"1h"}}]}}]}}"#,
             store(batch)
         ))

@@ -100,6 +100,7 @@ pub fn section(s: &Sitting) -> Section {
     ];
     let (latency, latency_target) = latency(s);
     targets.push(latency_target);
+    targets.extend(lease_targets(s, &base_cpu));
     let c = &s.checks;
     let store_on = median(on1, |r| r.store_us);
     let body = format!(
@@ -162,6 +163,44 @@ pub fn section(s: &Sitting) -> Section {
     Section { title: "Proxy cost".into(), body, figures: json!(figures), targets }
 }
 
+/// Issue 19's targets for leases, from the same sitting: a hot identity
+/// decided in the proxy at 32 connections (CPU and store calls), its p50 at
+/// 1 connection against a request no rule matches, and 1,000 identities
+/// round robin no worse than without leases.
+fn lease_targets(s: &Sitting, base_cpu: &[f64]) -> Vec<Target> {
+    let none: &[Run] = &[];
+    let at = |v: Variant, ids: u32, conns: u32| s.of(v, ids, conns).unwrap_or(none);
+    let ratio = |runs: &[Run]| Summary::ratio(&col(runs, |r| r.envoy_us), base_cpu).median;
+    let hot = at(Variant::Leased, 1, CONNECTIONS);
+    let (hot_cpu, hot_calls) = (ratio(hot), median(hot, |r| r.store_calls));
+    let many = at(Variant::Leased, MANY, CONNECTIONS);
+    let (many_cpu, many_off) = (ratio(many), ratio(at(Variant::Allowed(Batching::On), MANY, CONNECTIONS)));
+    let (leased1, rule1) = (at(Variant::Leased, 1, 1), at(Variant::NoRuleMatched, 1, 1));
+    let p50 = Summary::ratio(&col(leased1, |r| r.wrk.p50_us), &col(rule1, |r| r.wrk.p50_us)).median;
+    let t = |name: &str, goal: &str, got: String, met: bool| Target::new(name, goal, got, met, String::new());
+    vec![
+        t(
+            "Envoy CPU per request, hot identity with leases",
+            "≤ 1.45× no filter",
+            format!("{hot_cpu:.2}×"),
+            hot_cpu <= 1.45,
+        ),
+        t("store calls per request, hot identity with leases", "≤ 0.05", format!("{hot_calls:.3}"), hot_calls <= 0.05),
+        t(
+            "latency at 1 connection, hot identity with leases",
+            "p50 ≤ 1.15× no rule matched",
+            format!("{p50:.2}×"),
+            p50 <= 1.15,
+        ),
+        t(
+            &format!("Envoy CPU per request, {MANY} identities round robin, leases on"),
+            "≤ 1.6× no filter and no worse than leases off",
+            format!("{many_cpu:.2}× (leases off {many_off:.2}×)"),
+            many_cpu <= 1.6 && many_cpu <= many_off * 1.05,
+        ),
+    ]
+}
+
 /// The latency part: one connection, one request at a time, so batching
 /// can only add waiting, never share a call.
 fn latency(s: &Sitting) -> (String, Target) {
@@ -169,19 +208,24 @@ fn latency(s: &Sitting) -> (String, Target) {
     let at1 = |v: Variant| s.of(v, 1, 1).unwrap_or(none);
     let (base, on, off) =
         (at1(Variant::NoFilter), at1(Variant::Allowed(Batching::On)), at1(Variant::Allowed(Batching::Off)));
-    let rows: Vec<Vec<String>> =
-        [("no filter", base), ("filter, 1 identity, batching on", on), ("filter, 1 identity, batching off", off)]
-            .iter()
-            .map(|(name, runs)| {
-                vec![
-                    name.to_string(),
-                    Summary::of(&col(runs, |r| r.wrk.rate)).show(0),
-                    Summary::of(&col(runs, |r| r.wrk.p50_us)).show(0),
-                    Summary::of(&col(runs, |r| r.wrk.p99_us)).show(0),
-                    Summary::of(&col(runs, |r| r.envoy_us)).show(1),
-                ]
-            })
-            .collect();
+    let rows: Vec<Vec<String>> = [
+        ("no filter", base),
+        ("filter, no rule matched", at1(Variant::NoRuleMatched)),
+        ("filter, 1 identity, batching on", on),
+        ("filter, 1 identity, batching off", off),
+        ("filter, 1 identity, leases on", at1(Variant::Leased)),
+    ]
+    .iter()
+    .map(|(name, runs)| {
+        vec![
+            name.to_string(),
+            Summary::of(&col(runs, |r| r.wrk.rate)).show(0),
+            Summary::of(&col(runs, |r| r.wrk.p50_us)).show(0),
+            Summary::of(&col(runs, |r| r.wrk.p99_us)).show(0),
+            Summary::of(&col(runs, |r| r.envoy_us)).show(1),
+        ]
+    })
+    .collect();
     let p50 = Summary::ratio(&col(on, |r| r.wrk.p50_us), &col(off, |r| r.wrk.p50_us));
     let p99 = Summary::ratio(&col(on, |r| r.wrk.p99_us), &col(off, |r| r.wrk.p99_us));
     let met = p50.median <= 1.10;

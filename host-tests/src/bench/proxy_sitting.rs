@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::envoy_variants::{authz_server_config, Batching, Variant};
 use super::proc_cpu::cpu_seconds;
-use super::wrk::{self, api_key_script, WrkRun};
+use super::wrk::{self, api_key_script, zipf_script, WrkRun};
 use crate::backend::Backend;
 use crate::envoy::{Envoy, EnvoyTemplate};
 use crate::paths::dist;
@@ -23,6 +23,9 @@ use crate::webdis::Webdis;
 pub const CONNECTIONS: u32 = 32;
 /// Identities of the many-identity cases.
 pub const MANY: u32 = 1000;
+/// The skewed case: `x-api-key` drawn from a Zipf(1.1) distribution over
+/// 10,000 identities (this value stands for it in `Case::identities`).
+pub const ZIPF: u32 = 10_001;
 
 /// One case: a variant's Envoy loaded with `x-api-key` over `identities`
 /// on `connections` connections.
@@ -40,9 +43,11 @@ impl Case {
     /// The name in tables.
     pub fn name(&self) -> String {
         match self.variant {
-            Variant::Allowed(_) => {
+            Variant::Allowed(_) | Variant::Leased => {
                 let who = if self.identities == 1 {
                     "1 identity".to_string()
+                } else if self.identities == ZIPF {
+                    "Zipf(1.1) over 10,000 identities".to_string()
                 } else {
                     format!("{} identities", self.identities)
                 };
@@ -66,9 +71,19 @@ pub fn cases() -> Vec<Case> {
     for b in [Batching::On, Batching::Off] {
         v.push(at(Variant::Allowed(b), MANY, CONNECTIONS));
     }
+    v.push(at(Variant::Leased, 1, CONNECTIONS));
+    v.push(at(Variant::Leased, MANY, CONNECTIONS));
+    v.push(at(Variant::Allowed(Batching::On), ZIPF, CONNECTIONS));
+    v.push(at(Variant::Leased, ZIPF, CONNECTIONS));
     v.push(at(Variant::DenyCacheHit, 1, CONNECTIONS));
     v.push(at(Variant::Fallback, 1, CONNECTIONS));
-    for variant in [Variant::NoFilter, Variant::Allowed(Batching::On), Variant::Allowed(Batching::Off)] {
+    for variant in [
+        Variant::NoFilter,
+        Variant::NoRuleMatched,
+        Variant::Allowed(Batching::On),
+        Variant::Allowed(Batching::Off),
+        Variant::Leased,
+    ] {
         v.push(at(variant, 1, 1));
     }
     v
@@ -203,7 +218,8 @@ pub fn run(rounds: usize, long: Duration, short: Duration, warmup: Duration) -> 
     let script = |identities: u32| -> PathBuf {
         let path = dir.path().join(format!("keys-{identities}.lua"));
         if !path.exists() {
-            std::fs::write(&path, api_key_script(identities)).unwrap();
+            let text = if identities == ZIPF { zipf_script(10_000, 1.1) } else { api_key_script(identities) };
+            std::fs::write(&path, text).unwrap();
         }
         path
     };
@@ -248,7 +264,7 @@ mod tests {
     #[test]
     fn every_case_has_its_envoy_and_the_split_has_its_runs() {
         let cases = cases();
-        assert_eq!(cases.len(), 14);
+        assert_eq!(cases.len(), 20);
         assert!(cases.iter().all(|c| Variant::ALL.contains(&c.variant)));
         let has = |variant, identities, connections| cases.contains(&Case { variant, identities, connections });
         for b in [Batching::On, Batching::Small, Batching::Off] {

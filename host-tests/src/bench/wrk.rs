@@ -48,6 +48,20 @@ pub fn api_key_script(identities: u32) -> String {
     )
 }
 
+/// A wrk script sending `x-api-key: key-<i>`, i drawn from a Zipf
+/// distribution of exponent `s` over 1..=`identities` (key-1 the most
+/// frequent): the skew of real API traffic. A fixed seed, so every case
+/// and round sends the same sequence.
+pub fn zipf_script(identities: u32, s: f64) -> String {
+    format!(
+        "local n, s = {identities}, {s}\nlocal cdf, total = {{}}, 0\nfor i = 1, n do total = total + 1 / i ^ s; cdf[i] = total end\n\
+         for i = 1, n do cdf[i] = cdf[i] / total end\nmath.randomseed(42)\nrequest = function()\n  \
+         local u, lo, hi = math.random(), 1, n\n  while lo < hi do local mid = math.floor((lo + hi) / 2)\n    \
+         if cdf[mid] < u then lo = mid + 1 else hi = mid end end\n  \
+         return wrk.format(nil, nil, {{[\"x-api-key\"] = \"key-\" .. lo}})\nend\n"
+    )
+}
+
 /// Reads wrk's report.
 pub fn parse(text: &str) -> Option<WrkRun> {
     let mut r = WrkRun::default();
