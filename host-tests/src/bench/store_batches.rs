@@ -78,12 +78,17 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
                 ));
             }
             if size == TARGET_SIZE {
+                // As a ratio to the floor measured beside it (issue 19):
+                // µs depend on the machine, the ratio on the script.
+                let to_floor = usec.median / floor;
                 targets.push(Target::new(
                     &format!("script time per decision, batch of {size}"),
-                    "≤ 4 µs",
-                    format!("{:.2} µs", usec.median),
-                    usec.median <= 4.0,
-                    format!("its Redis work alone (floor): {floor:.2} µs"),
+                    "≤ 1.5× its floor",
+                    format!("{to_floor:.2}× ({:.2} µs, floor {floor:.2} µs)", usec.median),
+                    to_floor <= 1.5,
+                    "beyond the floor's MGET and INCRBY: the algorithm, one PTTL per count raised (a TTL on every key \
+                     the script writes, even one written without by someone else), the batch's write table"
+                        .to_string(),
                 ));
             }
         }
