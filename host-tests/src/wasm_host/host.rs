@@ -130,7 +130,16 @@ impl HostBuilder {
             .map(|i| Vm::start(engine(), &module, &hostcalls, i, &world, self.config.as_bytes()))
             .collect::<Vec<_>>();
         let n = vms.len();
-        let mut host = Host { vms, world, clock, next_context: vec![ROOT_ID + 1; n], next_tick: vec![None; n] };
+        let mut host = Host {
+            vms,
+            world,
+            clock,
+            next_context: vec![ROOT_ID + 1; n],
+            next_tick: vec![None; n],
+            module,
+            hostcalls,
+            config: self.config,
+        };
         // The timer runs from the moment the module set it, as Envoy's does.
         host.schedule_ticks();
         host
@@ -153,6 +162,9 @@ pub struct Host {
     clock: Clock,
     next_context: Vec<u32>,
     next_tick: Vec<Option<u64>>,
+    module: wasmtime::Module,
+    hostcalls: Hostcalls,
+    config: String,
 }
 
 impl Host {
@@ -437,6 +449,16 @@ impl Host {
     /// The traps recorded (with `record_traps`), each with its report.
     pub fn traps(&self) -> Vec<String> {
         lock(&self.world).traps.clone()
+    }
+
+    /// Replaces VM `vm` by a fresh one, as Envoy's `FAIL_RELOAD` does: its
+    /// own state (streams, queue, calls) is gone; shared data, stats and
+    /// the store calls already sent stay with the process.
+    pub fn reload_vm(&mut self, vm: usize) {
+        self.vms[vm] = Vm::start(engine(), &self.module, &self.hostcalls, vm, &self.world, self.config.as_bytes());
+        self.next_context[vm] = ROOT_ID + 1;
+        self.next_tick[vm] = None;
+        self.schedule_ticks();
     }
 
     /// Whether VM `vm` failed (a trap, with `record_traps`).

@@ -4,14 +4,16 @@
 //! decided per request, and the lease table stays bounded however many
 //! clients pass.
 
-use host_tests::wasm_host::Request;
+use host_tests::wasm_host::{Fault, Request};
 
 use crate::both_transports;
 use crate::fixture::{at, Kind, Servers};
 
 both_transports!(
     two_workers_spend_one_lease_and_a_hot_client_gets_exactly_its_limit,
-    the_lease_table_and_memory_stay_bounded_whatever_the_clients
+    the_lease_table_and_memory_stay_bounded_whatever_the_clients,
+    a_reloaded_vm_spends_what_is_left_of_the_lease_and_no_unit_twice,
+    a_lease_in_hand_admits_while_the_store_fails_then_the_policy_applies
 );
 
 /// Per client: 50 a minute and 20 a second (a bucket), both leased.
@@ -75,4 +77,48 @@ fn the_lease_table_and_memory_stay_bounded_whatever_the_clients(kind: Kind) {
     assert!(host.counter("ratelimit.hot.lease_allowed") >= clients as i64 / 2);
     let (end, quarter) = (host.memory_bytes(0), after_quarter.unwrap());
     assert!(end <= quarter + 65_536, "memory grew from {quarter} to {end} bytes over {clients} clients");
+}
+
+/// A host of one VM whose client "hot" holds a lease: its requests so far.
+fn with_a_lease(host: &mut host_tests::wasm_host::Host) -> u32 {
+    let mut sent = 0;
+    while host.counter("ratelimit.hot.leases") == 0 {
+        assert_eq!(host.send(0, as_user("hot")).status, 200);
+        sent += 1;
+        assert!(sent < 20, "no lease after {sent} requests");
+    }
+    sent
+}
+
+fn a_reloaded_vm_spends_what_is_left_of_the_lease_and_no_unit_twice(kind: Kind) {
+    let servers = Servers::start(kind);
+    let mut host = servers.host(&kind.config(HOT), 1).start();
+    host.advance_to(at(1_000));
+    let mut admitted = with_a_lease(&mut host);
+    // One request from the lease, then the VM is reloaded (a trap, FAIL_RELOAD).
+    admitted += u32::from(host.send(0, as_user("hot")).status == 200);
+    let calls = host.calls_made();
+    host.reload_vm(0);
+    // The fresh VM finds the proxy's lease in shared data and spends the rest.
+    let r = host.send(0, as_user("hot"));
+    assert_eq!((r.status, host.calls_made()), (200, calls), "admitted from the lease, no store call");
+    admitted += 1;
+    for _ in 0..150 {
+        admitted += u32::from(host.send(0, as_user("hot")).status == 200);
+    }
+    assert_eq!(admitted, 50, "every unit the store counted, none twice");
+}
+
+fn a_lease_in_hand_admits_while_the_store_fails_then_the_policy_applies(kind: Kind) {
+    let servers = Servers::start(kind);
+    let mut host = servers.host(&kind.config(HOT), 1).start();
+    host.advance_to(at(1_000));
+    with_a_lease(&mut host);
+    let leased = host.counter("ratelimit.hot.lease_allowed");
+    host.fault_always(Some(Fault::ConnectFailure));
+    let statuses: Vec<u32> = (0..20).map(|_| host.send(0, as_user("hot")).status).collect();
+    let paid = statuses.iter().take_while(|s| **s == 200).count();
+    assert!(paid >= 1, "the lease in hand admits: {statuses:?}");
+    assert!(statuses[paid..].iter().all(|s| *s == 503), "then the rule fails closed: {statuses:?}");
+    assert_eq!(host.counter("ratelimit.hot.lease_allowed") - leased, paid as i64);
 }
