@@ -17,9 +17,9 @@
 //! failed alone, nothing of it was written, the others were decided.
 
 use crate::algorithm::Algorithm;
-use crate::decision::Decision;
 use crate::keys::limit_keys;
 use crate::model::LimitSpec;
+use crate::outcome::Decision;
 use crate::store::{redis_error, StoreError};
 
 /// The most decisions one call may carry (the script refuses more).

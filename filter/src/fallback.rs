@@ -8,7 +8,7 @@
 
 use std::num::NonZeroU32;
 
-use crate::decision::Decision;
+use crate::outcome::Decision;
 use crate::shared::{read_u64s, write_u64s, SharedData};
 
 /// One limit to charge in the fallback.

@@ -1,6 +1,6 @@
 //! What the client sees: rate-limit headers, the 429 and the 503.
 
-use crate::decision::Decision;
+use crate::outcome::Decision;
 use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
 
 /// One limit's outcome as the headers describe it.

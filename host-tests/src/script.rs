@@ -1,7 +1,7 @@
 //! Calling the decision script on a real Redis, production or test build.
 
 use ratelimit::call::{DecisionResult, ScriptCall, ScriptReply};
-use ratelimit::decision::Decision;
+use ratelimit::outcome::Decision;
 use ratelimit::script::TEST_SCRIPT;
 
 /// The test build of the script: the clock is the last argument.

@@ -6,7 +6,7 @@
 use super::{LimitSpec, LimitState};
 use crate::algorithm::Algorithm;
 use crate::call::{DecisionCall, LimitCall, Op, ScriptCall, TOP};
-use crate::decision::Decision;
+use crate::outcome::Decision;
 
 /// xorshift64*: a seeded, dependency-free PRNG for reproducible cases.
 pub(super) struct Rng(pub u64);

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 
 use crate::algorithm::Algorithm;
 use crate::call::{DecisionCall, Op, TOP};
-use crate::decision::Decision;
 use crate::keys::key_code;
+use crate::outcome::Decision;
 
 pub use sliding_log::LogState;
 pub use tat::TatState;

@@ -4,7 +4,7 @@
 
 use super::{allowed, denied, LimitSpec};
 use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::Decision;
 
 /// Admission times in ms, sorted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 
 use super::{allowed, ceil_div, denied, floor_div, LimitSpec, TOP_I};
 use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::Decision;
 
 /// When the state was written, and how far ahead the client was then;
 /// `None` = never used (a full bucket).

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{allowed, denied, floor_div, LimitSpec, TOP_I};
 use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::Decision;
 
 /// Counts per window index (only the current and previous ones matter).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

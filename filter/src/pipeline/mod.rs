@@ -6,12 +6,12 @@
 use crate::breaker::{self, Gate};
 use crate::call::Op;
 use crate::config::{Config, Cost, Counts, Rule};
-use crate::decision::Decision;
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
+use crate::outcome::Decision;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{Request, RequestSource};
 use crate::response::{

@@ -4,9 +4,9 @@
 
 use super::PolicyRef;
 use crate::config::{KeyPart, Rule};
-use crate::decision::Decision;
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::{entry_fingerprint, IdentityDigest};
+use crate::outcome::Decision;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::response::Shown;

@@ -3,11 +3,11 @@
 
 use super::{Env, Pending, PlannedDecision, Verdict};
 use crate::config::{Cost, FailureMode};
-use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::{Event, Metrics};
+use crate::outcome::Decision;
 use crate::response::{PolicyRef, Shown};
 use crate::shared::SharedData;
 

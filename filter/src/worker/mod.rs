@@ -32,7 +32,7 @@ pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 
 use crate::call::ScriptCall;
 use crate::config::Config;
-use crate::decision::Decision;
+use crate::outcome::Decision;
 use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
 use crate::request::{Request, RequestSource};
 use crate::response::Headers;

@@ -3,8 +3,8 @@
 //! is refused, at it admitted), rollover, cost > 1 and cost beyond capacity.
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::decision::Decision;
 use ratelimit::model::LimitSpec;
+use ratelimit::outcome::Decision;
 
 use crate::fixture::{spec, Fixture, T0};
 

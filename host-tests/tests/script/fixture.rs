@@ -9,8 +9,8 @@ use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
 use ratelimit::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall};
-use ratelimit::decision::Decision;
 use ratelimit::model::LimitSpec;
+use ratelimit::outcome::Decision;
 
 /// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
 pub const T0: u64 = 1_700_000_000_000;

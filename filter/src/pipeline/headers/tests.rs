@@ -5,8 +5,8 @@
 
 use super::super::{begin, Env, Outcome, Start};
 use crate::config::Config;
-use crate::decision::Decision;
 use crate::metrics::fake::FakeMetrics;
+use crate::outcome::Decision;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::fake::FakeRequest;
 use crate::shared::fake::FakeShared;
