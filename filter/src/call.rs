@@ -19,7 +19,7 @@
 use crate::algorithm::Algorithm;
 use crate::keys::limit_keys;
 use crate::model::LimitSpec;
-use crate::outcome::Decision;
+use crate::outcome::LimitOutcome;
 use crate::store::{redis_error, StoreError};
 
 /// The most decisions one call may carry (the script refuses more).
@@ -119,9 +119,9 @@ impl From<Vec<i64>> for ScriptReply {
     }
 }
 
-/// One decision's result: one `Decision` per limit, or why the store gave
+/// One decision's result: one `LimitOutcome` per limit, or why the store gave
 /// none.
-pub type DecisionResult = Result<Vec<Decision>, StoreError>;
+pub type DecisionResult = Result<Vec<LimitOutcome>, StoreError>;
 
 /// KEYS and ARGV of one EVALSHA, and what is needed to decode its reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -203,7 +203,7 @@ impl ScriptCall {
         call
     }
 
-    /// Splits the reply into one result per decision: its `Vec<Decision>`,
+    /// Splits the reply into one result per decision: its `Vec<LimitOutcome>`,
     /// checking that every value is possible for its limit, or the Redis
     /// error that failed it alone (bounded and printable: its rule's
     /// failure policy applies to it only). A reply that is not one the
@@ -233,13 +233,13 @@ impl ScriptCall {
                     out.push(Err(redis_error(text)));
                 }
                 None => {
-                    let mut decisions = Vec::with_capacity(n);
+                    let mut outcomes = Vec::with_capacity(n);
                     for (l, bounds) in self.bounds.get(at..at + n).unwrap_or_default().iter().enumerate() {
                         let values = reply.ints.get(start + l * 4..start + l * 4 + 4).unwrap_or_default();
-                        let d = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
-                        decisions.push(d);
+                        let o = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
+                        outcomes.push(o);
                     }
-                    out.push(Ok(decisions));
+                    out.push(Ok(outcomes));
                 }
             }
             at += n;
@@ -292,11 +292,11 @@ impl Bounds {
         Bounds { capacity, longest_ms, never_fits }
     }
 
-    /// The decision if `values` are possible: allowed exactly when the
+    /// The outcome if `values` are possible: allowed exactly when the
     /// retry is 0, -1 exactly for an amount that never fits.
-    fn check(&self, values: &[i64]) -> Option<Decision> {
+    fn check(&self, values: &[i64]) -> Option<LimitOutcome> {
         let &[allowed, remaining, reset, retry] = values else { return None };
-        let d = Decision::from_wire(allowed, remaining, reset, retry)?;
+        let d = LimitOutcome::from_wire(allowed, remaining, reset, retry)?;
         let retry_ok = match d.retry_after_ms {
             None => self.never_fits && !d.allowed,
             Some(0) => d.allowed && !self.never_fits,

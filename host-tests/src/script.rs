@@ -1,7 +1,7 @@
 //! Calling the decision script on a real Redis, production or test build.
 
 use ratelimit::call::{DecisionResult, ScriptCall, ScriptReply};
-use ratelimit::outcome::Decision;
+use ratelimit::outcome::LimitOutcome;
 use ratelimit::script::TEST_SCRIPT;
 
 /// The test build of the script: the clock is the last argument.
@@ -145,12 +145,12 @@ pub fn evalsha(
     sha: &str,
     call: &ScriptCall,
     clock: Option<u64>,
-) -> Result<Vec<Vec<Decision>>, String> {
+) -> Result<Vec<Vec<LimitOutcome>>, String> {
     every_decided(evalsha_each(conn, sha, call, clock)?)
 }
 
 /// The decisions, or the first that failed as "decision <i>: <why>".
-pub fn every_decided(results: Vec<DecisionResult>) -> Result<Vec<Vec<Decision>>, String> {
+pub fn every_decided(results: Vec<DecisionResult>) -> Result<Vec<Vec<LimitOutcome>>, String> {
     results.into_iter().enumerate().map(|(i, r)| r.map_err(|e| format!("decision {i}: {e}"))).collect()
 }
 

@@ -102,8 +102,8 @@ fn ints(values: &[i64]) -> ScriptReply {
     values.to_vec().into()
 }
 
-fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> Decision {
-    Decision { allowed, remaining, reset_ms, retry_after_ms }
+fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> LimitOutcome {
+    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";

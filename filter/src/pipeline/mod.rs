@@ -11,7 +11,7 @@ use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
-use crate::outcome::Decision;
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{Request, RequestSource};
 use crate::response::{
@@ -97,7 +97,7 @@ pub struct PlannedDecision {
     digest: IdentityDigest,
     /// Its partition key, when a rule of it sends the IETF fields.
     partition: Option<PartitionKey>,
-    result: Option<Result<Vec<Decision>, StoreError>>,
+    result: Option<Result<Vec<LimitOutcome>, StoreError>>,
 }
 
 impl PlannedDecision {
@@ -281,7 +281,7 @@ fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, ran
 }
 
 impl Pending {
-    /// Takes the result of decision `index` (one `Decision` per limit, in
+    /// Takes the result of decision `index` (one `LimitOutcome` per limit, in
     /// order); the outcome once every decision is in. A decision whose
     /// result is already in is ignored. (The breakers are the caller's: a
     /// store call that carried many decisions counts once.)
@@ -289,7 +289,7 @@ impl Pending {
         &mut self,
         env: &Env<'_, S, M>,
         index: usize,
-        result: Result<Vec<Decision>, StoreError>,
+        result: Result<Vec<LimitOutcome>, StoreError>,
     ) -> Option<Outcome>
     where
         S: SharedData + ?Sized,
@@ -355,7 +355,7 @@ impl Pending {
         });
         let worst = denied
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
-            .max_by_key(|(_, s)| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms));
+            .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
         if let Some((r, shown)) = worst {
             let all: Vec<Shown> = verdicts
                 .iter()

@@ -15,7 +15,7 @@ use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
-use crate::outcome::Decision;
+use crate::outcome::LimitOutcome;
 use crate::pipeline::Charge;
 use crate::store::StoreError;
 
@@ -111,7 +111,7 @@ impl Worker {
         &mut self,
         host: &H,
         c: PendingCharge,
-        result: Result<Vec<Decision>, StoreError>,
+        result: Result<Vec<LimitOutcome>, StoreError>,
         at: u64,
     ) {
         let config = &self.config;

@@ -32,7 +32,7 @@ pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 
 use crate::call::ScriptCall;
 use crate::config::Config;
-use crate::outcome::Decision;
+use crate::outcome::LimitOutcome;
 use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
 use crate::request::{Request, RequestSource};
 use crate::response::Headers;
@@ -261,7 +261,7 @@ impl Worker {
 
     /// Gives one decision its result (`at`: the instant the store decided
     /// it); carries out the request's outcome once all its decisions are in.
-    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<Decision>, StoreError>, at: u64) {
+    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<LimitOutcome>, StoreError>, at: u64) {
         let (stream, decision) = match owner {
             Owner::Stream { stream, decision } => (stream, decision),
             Owner::Charge(id) => {

@@ -4,7 +4,7 @@
 
 use ratelimit::algorithm::Algorithm::*;
 use ratelimit::model::LimitSpec;
-use ratelimit::outcome::Decision;
+use ratelimit::outcome::LimitOutcome;
 
 use crate::fixture::{spec, Fixture, T0};
 
@@ -15,7 +15,7 @@ fn run(limit: LimitSpec, rows: &[Row]) {
     let mut f = Fixture::new();
     for (i, &(t, cost, allowed, remaining, reset_ms, retry)) in rows.iter().enumerate() {
         let got = f.decide("c1", T0 + t, &[limit], cost);
-        let want = Decision {
+        let want = LimitOutcome {
             allowed,
             remaining,
             reset_ms,
