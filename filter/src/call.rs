@@ -18,71 +18,13 @@
 
 use crate::algorithm::Algorithm;
 use crate::keys::limit_keys;
-use crate::model::LimitSpec;
 use crate::outcome::LimitOutcome;
+use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 use crate::store::{redis_error, StoreError};
 
-/// The most decisions one call may carry (the script refuses more).
-pub const MAX_DECISIONS: usize = 256;
-/// The most limits one decision may have, and distinct specs one call.
-pub const MAX_LIMITS: usize = 64;
-/// The largest time or count the script reports: 2^53 - 1.
-pub const TOP: u64 = (1 << 53) - 1;
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
 pub const ERROR_TEXT: usize = 66;
-
-/// What one limit does in a decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Consume this many units if every limit of the decision admits.
-    Use(u64),
-    /// Allowed iff this many units remain (the reserve); consumes nothing.
-    Check(u64),
-    /// Add this many units whatever is left, going into debt if need be.
-    Charge(u64),
-}
-
-impl Op {
-    /// The op's code in ARGV.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Op::Use(_) => "u",
-            Op::Check(_) => "k",
-            Op::Charge(_) => "g",
-        }
-    }
-
-    /// Its amount: the cost, the reserve or the charge.
-    pub(crate) fn amount(self) -> u64 {
-        match self {
-            Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
-        }
-    }
-}
-
-/// One limit of one decision.
-#[derive(Clone, Copy, Debug)]
-pub struct LimitCall<'a> {
-    /// The rule the limit belongs to (part of its keys).
-    pub rule: &'a str,
-    /// The limit.
-    pub spec: LimitSpec,
-    /// What the decision does with it.
-    pub op: Op,
-    /// fixed_window only: shifts its window boundaries by this many ms
-    /// (less than the window); `None` = aligned windows (offset 0).
-    pub offset_ms: Option<u64>,
-}
-
-/// One decision: limits of ONE identity, decided together (all or nothing
-/// when they use and check; a charge is always applied).
-pub struct DecisionCall<'a> {
-    /// The client's escaped identity (the keys' hash tag).
-    pub identity: &'a str,
-    /// Its limits, in reply order.
-    pub limits: &'a [LimitCall<'a>],
-}
 
 /// The script's reply as the transports read it: its values as integers,
 /// and the texts that stood in place of some (the errors of the decisions

@@ -16,7 +16,7 @@
 use std::fmt::Write;
 
 use crate::algorithm::Algorithm;
-use crate::model::LimitSpec;
+use crate::spec::LimitSpec;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
 /// and the previous window's counter, the others one key. `offset_ms`

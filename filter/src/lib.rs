@@ -29,6 +29,7 @@ pub mod request;
 pub mod response;
 pub mod script;
 pub mod shared;
+pub mod spec;
 pub mod store;
 pub mod time;
 pub mod usage;

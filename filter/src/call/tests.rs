@@ -1,4 +1,5 @@
 use super::*;
+use crate::spec::LimitCall;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };

@@ -30,7 +30,7 @@ use json::Obj;
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 64;
 /// Most limits in all rules together: the script decides at most 64 per decision.
-pub const MAX_LIMITS: usize = 64;
+pub const MAX_LIMITS: usize = crate::spec::MAX_LIMITS;
 
 /// The deny cache in shared data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

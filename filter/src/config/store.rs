@@ -43,7 +43,7 @@ pub const DEFAULT_IN_FLIGHT: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
 /// Decisions per call when the configuration says nothing.
 pub const DEFAULT_DECISIONS: NonZeroU32 = NonZeroU32::MIN.saturating_add(31);
 /// The most decisions the script takes in one call.
-pub const MAX_DECISIONS: u64 = 256;
+pub const MAX_DECISIONS: u64 = crate::spec::MAX_DECISIONS as u64;
 
 /// Where the counters live.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,26 +18,13 @@ mod windows;
 use std::collections::BTreeMap;
 
 use crate::algorithm::Algorithm;
-use crate::call::{DecisionCall, Op, TOP};
 use crate::keys::key_code;
 use crate::outcome::LimitOutcome;
+use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 
 pub use sliding_log::LogState;
 pub use tat::TatState;
 pub use windows::WindowCounts;
-
-/// One limit's parameters as the script receives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
-    /// The algorithm.
-    pub algorithm: Algorithm,
-    /// Requests (cost units) per window.
-    pub limit: u64,
-    /// Window length in milliseconds.
-    pub window_ms: u64,
-    /// Bucket capacity (token_bucket) or back-to-back requests (gcra).
-    pub burst: u64,
-}
 
 /// The stored state of one limit.
 #[derive(Clone, Debug, PartialEq, Eq)]

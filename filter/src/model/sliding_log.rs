@@ -3,8 +3,8 @@
 //! back, the newest entry. No debt: a charge is refused by the script.
 
 use super::{allowed, denied, LimitSpec};
-use crate::call::Op;
 use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// Admission times in ms, sorted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

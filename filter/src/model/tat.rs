@@ -6,8 +6,8 @@
 //! at 2^53 - 1 ms.
 
 use super::{allowed, ceil_div, denied, floor_div, LimitSpec, TOP_I};
-use crate::call::Op;
 use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// When the state was written, and how far ahead the client was then;
 /// `None` = never used (a full bucket).

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{allowed, denied, floor_div, LimitSpec, TOP_I};
-use crate::call::Op;
 use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// Counts per window index (only the current and previous ones matter).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -4,7 +4,6 @@
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
 use crate::breaker::{self, Gate};
-use crate::call::Op;
 use crate::config::{Config, Cost, Counts, Rule};
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
@@ -18,6 +17,7 @@ use crate::response::{
     bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
 };
 use crate::shared::SharedData;
+use crate::spec::Op;
 use crate::store::StoreError;
 
 /// The host services a request's evaluation needs.

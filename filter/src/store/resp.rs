@@ -168,8 +168,8 @@ fn value(input: &[u8], pos: &mut usize, depth: usize, max_elements: usize) -> Re
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::call::{DecisionCall, LimitCall, Op};
-    use crate::model::LimitSpec;
+    use crate::spec::LimitSpec;
+    use crate::spec::{DecisionCall, LimitCall, Op};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]

@@ -18,9 +18,9 @@ use crate::call::{ScriptCall, ScriptReply};
 use crate::config::{Config, ConfigError, Rule, Secret};
 use crate::identity::MAX_IDENTITY;
 use crate::json::{self, Value};
-use crate::model::LimitSpec;
 use crate::percent::encode_into;
 use crate::script::sha1_hex;
+use crate::spec::LimitSpec;
 
 /// The largest EVALSHA body webdis reliably takes.
 pub const MAX_BODY: usize = 4000;
@@ -210,7 +210,7 @@ pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::call::{DecisionCall, LimitCall, Op};
+    use crate::spec::{DecisionCall, LimitCall, Op};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn call() -> ScriptCall {

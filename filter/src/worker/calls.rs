@@ -7,8 +7,9 @@
 
 use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
-use crate::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall, ScriptReply};
+use crate::call::{DecisionResult, ScriptCall, ScriptReply};
 use crate::config::Transport;
+use crate::spec::{DecisionCall, LimitCall, Op};
 use crate::store::batcher::Fill;
 use crate::store::flow::{self, Message, Stage, Step};
 use crate::store::transport::{self, Answer};

@@ -3,8 +3,8 @@
 //! is refused, at it admitted), rollover, cost > 1 and cost beyond capacity.
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::model::LimitSpec;
 use ratelimit::outcome::LimitOutcome;
+use ratelimit::spec::LimitSpec;
 
 use crate::fixture::{spec, Fixture, T0};
 
@@ -157,7 +157,7 @@ fn production_script_sha_is_what_redis_computes() {
 #[test]
 fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
     // The plain test build: Redis keeps the TTLs the script sets.
-    use ratelimit::call::{DecisionCall, Op};
+    use ratelimit::spec::{DecisionCall, Op};
     let mut f = Fixture::new();
     for (i, algorithm) in [SlidingWindow, FixedWindow, TokenBucket, SlidingLog, Gcra].into_iter().enumerate() {
         let limit = spec(algorithm, 5, 60_000, 3);

@@ -8,9 +8,10 @@
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall};
-use ratelimit::model::LimitSpec;
+use ratelimit::call::{DecisionResult, ScriptCall};
 use ratelimit::outcome::LimitOutcome;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::{DecisionCall, LimitCall, Op};
 
 /// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
 pub const T0: u64 = 1_700_000_000_000;
@@ -122,5 +123,5 @@ pub fn max_ttl(spec: &LimitSpec) -> i64 {
         Algorithm::FixedWindow | Algorithm::SlidingLog => window,
         Algorithm::TokenBucket | Algorithm::Gcra => (2 * burst * window + limit - 1) / limit,
     };
-    longest.min(ratelimit::call::TOP as i128) as i64
+    longest.min(ratelimit::spec::TOP as i128) as i64
 }
