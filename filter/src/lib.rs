@@ -7,7 +7,6 @@
 
 pub mod algorithm;
 pub mod breaker;
-pub mod call;
 pub mod config;
 pub mod deny_cache;
 pub mod digest;

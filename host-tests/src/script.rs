@@ -1,8 +1,8 @@
 //! Calling the decision script on a real Redis, production or test build.
 
-use ratelimit::call::{DecisionResult, ScriptCall, ScriptReply};
 use ratelimit::outcome::LimitOutcome;
 use ratelimit::script::TEST_SCRIPT;
+use ratelimit::store::script_call::{DecisionResult, ScriptCall, ScriptReply};
 
 /// The test build of the script: the clock is the last argument.
 pub fn test_script() -> String {

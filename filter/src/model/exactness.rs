@@ -5,9 +5,9 @@
 
 use super::{LimitSpec, LimitState};
 use crate::algorithm::Algorithm;
-use crate::call::ScriptCall;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitCall, Op, TOP};
+use crate::store::script_call::ScriptCall;
 
 /// xorshift64*: a seeded, dependency-free PRNG for reproducible cases.
 pub(super) struct Rng(pub u64);

@@ -2,8 +2,8 @@
 //! loaded and the call retried once; a lost authentication is renewed once.
 
 use super::{Reply, StoreError};
-use crate::call::ScriptReply;
 use crate::config::Transport;
+use crate::store::script_call::ScriptReply;
 
 /// Where a call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,14 +3,15 @@
 pub mod batcher;
 pub mod flow;
 pub mod resp;
+pub mod script_call;
 pub mod stats;
 pub mod transport;
 pub mod webdis;
 
 use std::fmt;
 
-use crate::call::ScriptReply;
 use crate::config::{Config, ConfigError, Transport};
+use crate::store::script_call::ScriptReply;
 
 /// Why a store call gave no decision; the rule's failure policy applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +64,7 @@ impl fmt::Display for StoreError {
 /// What a store call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// The script's values (see `call::ScriptCall::decode`).
+    /// The script's values (see `script_call::ScriptCall::decode`).
     Values(ScriptReply),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,

@@ -4,8 +4,8 @@
 //! never a trap.
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::{ScriptCall, ScriptReply};
 use crate::script::{sha1_hex, SCRIPT};
+use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// Longest bulk string accepted (INFO is the longest reply, a few KB).
 const MAX_BULK: usize = 64 * 1024;

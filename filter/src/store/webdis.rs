@@ -14,13 +14,13 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::{ScriptCall, ScriptReply};
 use crate::config::{Config, ConfigError, Rule, Secret};
 use crate::identity::MAX_IDENTITY;
 use crate::json::{self, Value};
 use crate::percent::encode_into;
 use crate::script::sha1_hex;
 use crate::spec::LimitSpec;
+use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// The largest EVALSHA body webdis reliably takes.
 pub const MAX_BODY: usize = 4000;

@@ -30,7 +30,6 @@ pub use host::Host;
 pub use incidents::{Incident, Incidents};
 pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 
-use crate::call::ScriptCall;
 use crate::config::Config;
 use crate::outcome::LimitOutcome;
 use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
@@ -38,6 +37,7 @@ use crate::request::{Request, RequestSource};
 use crate::response::Headers;
 use crate::store::batcher::{Batchable, Batcher};
 use crate::store::flow::Stage;
+use crate::store::script_call::ScriptCall;
 use crate::store::transport;
 use crate::store::StoreError;
 use usage_watch::{Decoders, UsageWatch};

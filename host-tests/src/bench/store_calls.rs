@@ -3,9 +3,9 @@
 //! filter builds them (`ScriptCall`), on the allow path.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::ScriptCall;
 use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 /// What one call decides.
 #[derive(Clone, Debug, PartialEq)]

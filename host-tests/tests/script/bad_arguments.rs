@@ -4,8 +4,8 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::ScriptCall;
 use ratelimit::spec::{DecisionCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
 

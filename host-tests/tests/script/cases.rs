@@ -165,7 +165,7 @@ fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
         let limits = [crate::fixture::limit(limit, Op::Use(1)), crate::fixture::limit(limit, op)];
         for (j, l) in limits.iter().enumerate() {
             let identity = format!("c{i}{j}");
-            let call = ratelimit::call::ScriptCall::new(
+            let call = ratelimit::store::script_call::ScriptCall::new(
                 "t",
                 T0,
                 &[DecisionCall { identity: &identity, limits: std::slice::from_ref(l) }],

@@ -8,10 +8,10 @@
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionResult, ScriptCall};
 use ratelimit::outcome::LimitOutcome;
 use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::store::script_call::{DecisionResult, ScriptCall};
 
 /// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
 pub const T0: u64 = 1_700_000_000_000;

@@ -5,10 +5,10 @@
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, load};
 use ratelimit::algorithm::Algorithm::{SlidingWindow, TokenBucket};
-use ratelimit::call::ScriptCall;
 use ratelimit::script::{source_of, SCRIPT, TEST_SCRIPT};
 use ratelimit::spec::{DecisionCall, Op};
 use ratelimit::store::redis_error;
+use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, T0};
 

@@ -7,8 +7,8 @@
 
 use host_tests::bench::redis_info::command_stat;
 use ratelimit::algorithm::Algorithm::{FixedWindow, Gcra, SlidingLog, SlidingWindow, TokenBucket};
-use ratelimit::call::ScriptCall;
 use ratelimit::spec::{DecisionCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
 
