@@ -18,6 +18,10 @@ use std::fmt::Write;
 use crate::algorithm::Algorithm;
 use crate::spec::LimitSpec;
 
+/// The longest identity a key carries as it is; a longer one is replaced
+/// by its digest (see `identity`), so a key's length is bounded.
+pub const MAX_IDENTITY: usize = 64;
+
 /// Appends the keys of one limit to `out`: sliding_window needs the current
 /// and the previous window's counter, the others one key. `offset_ms`
 /// shifts a fixed window's boundaries (ignored by the other algorithms).

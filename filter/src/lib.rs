@@ -27,6 +27,7 @@ pub mod ratelimit_fields;
 pub mod request;
 pub mod response;
 pub mod script;
+pub mod secret;
 pub mod shared;
 pub mod spec;
 pub mod store;

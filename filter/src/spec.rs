@@ -1,7 +1,7 @@
 //! What the decision script is asked: each limit's parameters
 //! (`LimitSpec`) and what a decision does with it (`Op`), one decision's
-//! limits (`DecisionCall`), and the script's bounds. `store::script_call` writes them
-//! as the script's KEYS and ARGV; the reference model
+//! limits (`DecisionCall`), and the script's bounds. `store::script_call`
+//! writes them as the script's KEYS and ARGV; the reference model
 //! (`model`) decides them in Rust.
 
 use crate::algorithm::Algorithm;

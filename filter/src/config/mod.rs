@@ -11,19 +11,20 @@ mod error;
 mod headers;
 mod json;
 mod limit;
+mod load;
 mod rule;
 mod store;
 
 use std::num::NonZeroU32;
 
 pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
-pub use credential::Secret;
 pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use headers::HeaderStyle;
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
+pub use load::load;
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
-pub use store::{Batching, Breaker, Store, Transport, MAX_DECISIONS};
+pub use store::{Batching, Breaker, Store, MAX_DECISIONS};
 
 use json::Obj;
 
@@ -86,7 +87,7 @@ const TOP_FIELDS: &[&str] =
 
 impl Config {
     /// Parses and validates the plugin configuration (what the store's
-    /// transport must check on top is `store::check`).
+    /// transport must check on top, `load` checks).
     pub fn parse(bytes: &[u8]) -> std::result::Result<Config, ConfigError> {
         let doc = crate::json::parse(bytes).map_err(|e| ConfigError::at(&e.path, e.reason))?;
         let o = Obj::new(&doc, "", TOP_FIELDS)?;

@@ -2,21 +2,14 @@
 
 use std::num::NonZeroU32;
 
-use super::credential::{parse_credential, Secret};
+use super::credential::parse_credential;
 use super::duration::{parse_ms, DURATION_HELP};
 use super::error::ConfigError;
 use super::json::{Obj, Result};
 use crate::json::Value;
+use crate::secret::Secret;
+use crate::store::Transport;
 use crate::time::Millis;
-
-/// How the filter reaches Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// HTTP calls to a webdis gateway (stock Envoy).
-    Webdis,
-    /// The Redis-call hostcalls of Higress-built Envoy (`ratelimit-redis.wasm`).
-    Redis,
-}
 
 /// The circuit breaker in front of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

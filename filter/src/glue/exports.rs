@@ -36,21 +36,21 @@ pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
     let bytes = abi::buffer(abi::PLUGIN_CONFIGURATION, 0, size).ok().flatten().unwrap_or_default();
-    match crate::store::load(&bytes) {
+    match crate::config::load(&bytes) {
         Ok(config) => {
             log::info!(
                 "ratelimit: {} rules, store {} via cluster {}, script {}",
                 config.rules.len(),
                 match config.store.transport {
-                    crate::config::Transport::Webdis => "webdis",
-                    crate::config::Transport::Redis => "redis",
+                    crate::store::Transport::Webdis => "webdis",
+                    crate::store::Transport::Redis => "redis",
                 },
                 config.store.cluster,
                 crate::script::sha1_hex()
             );
             let plugin = Plugin::new(root, config);
             #[cfg(feature = "redis")]
-            if plugin.target.transport == crate::config::Transport::Redis {
+            if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
             }
             plugin.sync_tick(None);

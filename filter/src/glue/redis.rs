@@ -7,7 +7,8 @@ use std::cell::Cell;
 
 use super::exports::{answer_bound, read_answer};
 use super::vm::{defer, Deferred};
-use crate::config::{Secret, Store};
+use crate::config::Store;
+use crate::secret::Secret;
 use crate::store::transport::Answer;
 use crate::store::StoreError;
 

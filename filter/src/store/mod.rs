@@ -10,7 +10,8 @@ pub mod webdis;
 
 use std::fmt;
 
-use crate::config::{Config, ConfigError, Transport};
+pub use transport::Transport;
+
 use crate::store::script_call::ScriptReply;
 
 /// Why a store call gave no decision; the rule's failure policy applies.
@@ -86,22 +87,6 @@ pub fn redis_error(msg: &str) -> StoreError {
         clean.push(']');
     }
     StoreError::Redis(clean)
-}
-
-/// What the store's transport must check of a parsed configuration (the
-/// second phase of loading it).
-pub fn check(config: &Config) -> Result<(), ConfigError> {
-    match config.store.transport {
-        Transport::Webdis => webdis::check_body_bound(config),
-        Transport::Redis => Ok(()),
-    }
-}
-
-/// Parses the configuration, then lets its transport check it.
-pub fn load(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let config = Config::parse(bytes)?;
-    check(&config)?;
-    Ok(config)
 }
 
 #[cfg(test)]

@@ -4,8 +4,16 @@
 
 use super::flow::{Message, Stage};
 use super::{resp, webdis, Reply, StoreError};
-use crate::config::Transport;
 use crate::store::script_call::ScriptCall;
+
+/// How the filter reaches Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// HTTP calls to a webdis gateway (stock Envoy).
+    Webdis,
+    /// The Redis-call hostcalls of Higress-built Envoy (`ratelimit-redis.wasm`).
+    Redis,
+}
 
 /// What goes on the wire for one store call.
 #[derive(Clone, Debug, PartialEq, Eq)]
