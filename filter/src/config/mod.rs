@@ -8,23 +8,23 @@ mod cost;
 mod credential;
 mod duration;
 mod error;
-mod headers;
 mod json;
 mod limit;
 mod load;
+mod response_headers;
 mod rule;
-mod store;
+mod store_settings;
 
 use std::num::NonZeroU32;
 
 pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
 pub use duration::parse_ms;
 pub use error::ConfigError;
-pub use headers::HeaderStyle;
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::load;
+pub use response_headers::HeaderStyle;
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
-pub use store::{Batching, Breaker, Store, MAX_DECISIONS};
+pub use store_settings::{Batching, Breaker, Store, MAX_DECISIONS};
 
 use json::Obj;
 
@@ -95,7 +95,8 @@ impl Config {
         if !is_name(domain, 32, true) {
             return Err(ConfigError::at("domain", "must be 1 to 32 characters of a-z, 0-9, _, - and ."));
         }
-        let store = store::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
+        let store =
+            store_settings::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
         let xff_trusted_hops = match o.value("client_ip") {
             None => 0,
             Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),
@@ -110,7 +111,7 @@ impl Config {
         };
         let headers = match o.value("response_headers") {
             None => HeaderStyle::LEGACY,
-            Some(v) => headers::parse_style(v, "response_headers")?,
+            Some(v) => response_headers::parse_style(v, "response_headers")?,
         };
         let retry_after_jitter_ppm = match o.value("retry_after_jitter") {
             None => 0,

@@ -395,12 +395,12 @@ impl Pending {
     }
 }
 
-mod headers;
 mod reads;
+mod response_fields;
 #[cfg(test)]
 mod tests;
 mod unreadable;
 mod verdicts;
 
-use headers::{ietf_fields, response_headers, Listed};
 use reads::{cached_denial, header_cost, part_name, window_offset};
+use response_fields::{ietf_fields, response_headers, Listed};
