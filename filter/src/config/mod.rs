@@ -24,7 +24,7 @@ pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::load;
 pub use response_headers::HeaderStyle;
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
-pub use store_settings::{Batching, Breaker, Store, MAX_DECISIONS};
+pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};
 
 use json::Obj;
 
@@ -66,7 +66,7 @@ pub struct Config {
     /// Prefix of every Redis key.
     pub domain: String,
     /// The store.
-    pub store: Store,
+    pub store: StoreSettings,
     /// 0: the connection's address; N: the Nth X-Forwarded-For entry from the right.
     pub xff_trusted_hops: u32,
     /// The deny cache.

@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 
-use crate::config::Store;
+use crate::config::StoreSettings;
 use crate::secret::Secret;
 use crate::store::StoreError;
 
@@ -39,7 +39,7 @@ pub struct RedisLink {
 
 impl RedisLink {
     /// Not initialized yet.
-    pub fn new(store: &Store) -> RedisLink {
+    pub fn new(store: &StoreSettings) -> RedisLink {
         RedisLink {
             username: store.username.clone(),
             password: store.password.clone(),
