@@ -1,8 +1,10 @@
 -- ratelimit decision script: prelude (shared helpers).
--- build.rs assembles it with the clock and the driver, into which it inlines
--- one fragment per algorithm: ONE script, one SHA-1 to EVALSHA. Redis runs
--- the whole text on every call, so the script defines as little as it can:
--- no closure or table per algorithm, only these helpers.
+-- build.rs assembles it, as written, with the clock and the driver, into
+-- whose loop it copies one file per algorithm: ONE script, one SHA-1 to
+-- EVALSHA. Redis compiles it once but runs its whole body on every call, so
+-- the script defines as little as it can (each function is a closure made
+-- per call, and each call of one costs): no function or table per
+-- algorithm, only these helpers.
 --
 -- All state is kept in integers (Lua numbers are doubles: exact below 2^53),
 -- so every retry_after is exact to the millisecond. Where a sum could pass

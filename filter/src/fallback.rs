@@ -8,7 +8,7 @@
 
 use std::num::NonZeroU32;
 
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
 use crate::shared::{read_u64s, write_u64s, SharedData};
 
 /// One limit to charge in the fallback.
@@ -30,17 +30,17 @@ fn slot_key(fp: u64, slots: NonZeroU32) -> String {
     format!("ratelimit.fallback.{}", fp % u64::from(slots.get()))
 }
 
-/// Decides one rule's limits locally, all or nothing; returns one decision
+/// Decides one rule's limits locally, all or nothing; returns one outcome
 /// per limit. Charges each limit its cost if all allow.
 pub fn admit<S: SharedData + ?Sized>(
     shared: &S,
     slots: NonZeroU32,
     limits: &[FallbackLimit],
     now_ms: u64,
-) -> Vec<Decision> {
+) -> Vec<LimitOutcome> {
     for _ in 0..ATTEMPTS {
         let mut reads = Vec::with_capacity(limits.len());
-        let mut decisions = Vec::with_capacity(limits.len());
+        let mut outcomes = Vec::with_capacity(limits.len());
         for l in limits {
             let key = slot_key(l.fingerprint, slots);
             let window = l.window_ms.max(1);
@@ -54,7 +54,7 @@ pub fn admit<S: SharedData + ?Sized>(
             let cost = l.cost;
             let allowed = count.saturating_add(cost) <= l.share;
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
-            decisions.push(Decision {
+            outcomes.push(LimitOutcome {
                 allowed,
                 remaining,
                 reset_ms: ends_in,
@@ -62,19 +62,19 @@ pub fn admit<S: SharedData + ?Sized>(
             });
             reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, index, count.saturating_add(cost)]));
         }
-        if decisions.iter().any(|d| !d.allowed) {
-            return decisions;
+        if outcomes.iter().any(|d| !d.allowed) {
+            return outcomes;
         }
         // Each CAS guards one slot; if another worker moved any of them,
         // decide again from fresh counts.
         if reads.iter().all(|(key, cas, next)| shared.set(key, &write_u64s(*next), *cas)) {
-            return decisions;
+            return outcomes;
         }
     }
     // Persistent contention: refuse rather than admit uncounted.
     limits
         .iter()
-        .map(|l| Decision { allowed: false, remaining: 0, reset_ms: l.window_ms, retry_after_ms: Some(1) })
+        .map(|l| LimitOutcome { allowed: false, remaining: 0, reset_ms: l.window_ms, retry_after_ms: Some(1) })
         .collect()
 }
 

@@ -13,10 +13,8 @@
 
 use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
+use crate::keys::MAX_IDENTITY;
 use crate::request::{members, one_line, one_member, OneValue, QueryValue, Request, RequestSource};
-
-/// Longest identity kept readable; longer ones are hashed.
-pub const MAX_IDENTITY: usize = 64;
 
 /// A request's identity under a rule's key parts.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,7 +16,11 @@
 use std::fmt::Write;
 
 use crate::algorithm::Algorithm;
-use crate::model::LimitSpec;
+use crate::spec::LimitSpec;
+
+/// The longest identity a key carries as it is; a longer one is replaced
+/// by its digest (see `identity`), so a key's length is bounded.
+pub const MAX_IDENTITY: usize = 64;
 
 /// Appends the keys of one limit to `out`: sliding_window needs the current
 /// and the previous window's counter, the others one key. `offset_ms`

@@ -7,9 +7,7 @@
 
 pub mod algorithm;
 pub mod breaker;
-pub mod call;
 pub mod config;
-pub mod decision;
 pub mod deny_cache;
 pub mod digest;
 pub mod fallback;
@@ -23,13 +21,16 @@ pub mod lease;
 pub mod matching;
 pub mod metrics;
 pub mod model;
+pub mod outcome;
 pub mod percent;
 pub mod pipeline;
 pub mod ratelimit_fields;
 pub mod request;
 pub mod response;
 pub mod script;
+pub mod secret;
 pub mod shared;
+pub mod spec;
 pub mod store;
 pub mod time;
 pub mod usage;

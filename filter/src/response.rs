@@ -1,6 +1,6 @@
 //! What the client sees: rate-limit headers, the 429 and the 503.
 
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
 
 /// One limit's outcome as the headers describe it.
@@ -8,8 +8,8 @@ use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
 pub struct Shown {
     /// The limit value (for a fallback bucket: this proxy's share).
     pub limit: u64,
-    /// The decision.
-    pub decision: Decision,
+    /// What the limit said.
+    pub outcome: LimitOutcome,
     /// Which limit of which rule, for whom (the IETF fields name it).
     pub policy: Option<PolicyRef>,
 }
@@ -45,32 +45,32 @@ fn ceil_seconds(ms: u64) -> u64 {
 }
 
 /// Retry-After in whole seconds: rounded up, at least 1.
-pub fn retry_after_seconds(d: &Decision) -> u64 {
+pub fn retry_after_seconds(d: &LimitOutcome) -> u64 {
     ceil_seconds(d.retry_after_ms.unwrap_or(d.reset_ms)).max(1)
 }
 
 /// The most restrictive of several outcomes: among denials, the one that
 /// lasts longest; otherwise the least remaining (ties: the latest reset).
 pub fn most_restrictive(shown: &[Shown]) -> Option<Shown> {
-    let denied = shown.iter().filter(|s| !s.decision.allowed);
-    if let Some(worst) = denied.max_by_key(|s| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms)) {
+    let denied = shown.iter().filter(|s| !s.outcome.allowed);
+    if let Some(worst) = denied.max_by_key(|s| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms)) {
         return Some(*worst);
     }
-    shown.iter().min_by_key(|s| (s.decision.remaining, u64::MAX - s.decision.reset_ms)).copied()
+    shown.iter().min_by_key(|s| (s.outcome.remaining, u64::MAX - s.outcome.reset_ms)).copied()
 }
 
 /// X-RateLimit-* (Reset in Unix seconds) and RateLimit-* (Reset in seconds
 /// from now): they differ on purpose.
 pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
     let limit = s.limit.to_string();
-    let remaining = s.decision.remaining.to_string();
+    let remaining = s.outcome.remaining.to_string();
     vec![
         ("x-ratelimit-limit", limit.clone()),
         ("x-ratelimit-remaining", remaining.clone()),
-        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.decision.reset_ms)).to_string()),
+        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
         ("ratelimit-limit", limit),
         ("ratelimit-remaining", remaining),
-        ("ratelimit-reset", ceil_seconds(s.decision.reset_ms).to_string()),
+        ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_string()),
     ]
 }
 
@@ -78,8 +78,8 @@ pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
 pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     vec![
         ("x-ratelimit-shadow-limit", s.limit.to_string()),
-        ("x-ratelimit-shadow-remaining", s.decision.remaining.to_string()),
-        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.decision.reset_ms)).to_string()),
+        ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_string()),
+        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
     ]
 }
 
@@ -93,7 +93,7 @@ pub fn too_many_requests(
     random: u64,
     jitter_ppm: u32,
 ) -> LocalReply {
-    let retry = retry_after_with_jitter(s.decision.retry_after_ms.unwrap_or(s.decision.reset_ms), jitter_ppm, random);
+    let retry = retry_after_with_jitter(s.outcome.retry_after_ms.unwrap_or(s.outcome.reset_ms), jitter_ppm, random);
     let mut headers = vec![("content-type", "application/json".to_string()), ("retry-after", retry.to_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
@@ -133,7 +133,7 @@ mod tests {
     fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
         Shown {
             limit: 5,
-            decision: Decision { allowed, remaining, reset_ms, retry_after_ms: Some(retry) },
+            outcome: LimitOutcome { allowed, remaining, reset_ms, retry_after_ms: Some(retry) },
             policy: None,
         }
     }

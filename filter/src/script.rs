@@ -1,32 +1,56 @@
-//! The Lua decision script, assembled at build time from `lua/` (by
-//! `build.rs`, which strips comments and indentation) into one text with
-//! one SHA-1, so a single EVALSHA covers every algorithm.
+//! The Lua decision script, embedded as written in `lua/` by `build.rs`:
+//! the prelude, the clock and the driver with each algorithm's file copied
+//! in. One text, one SHA-1, so a single EVALSHA covers every algorithm.
+//! Nothing is renamed or stripped: every line of the script is a line of a
+//! file in `lua/`, and `source_of` says which, so a Redis error's
+//! `user_script:<line>` points into `lua/`.
 
-use crate::digest::{hex, sha1};
+/// Where a run of the script's lines comes from: from script line `from`
+/// (1-based) on, until the next run, the lines of `lua/<file>` from `line`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScriptLines {
+    /// The first script line of the run.
+    pub from: usize,
+    /// The file in `lua/`.
+    pub file: &'static str,
+    /// Its line that script line `from` is.
+    pub line: usize,
+}
 
-/// The prelude the clock and the algorithms build on.
-pub const PRELUDE: &str = include_str!(concat!(env!("OUT_DIR"), "/prelude.lua"));
-
-/// Everything after the clock: the algorithms and the driver.
-pub const BODY: &str = include_str!(concat!(env!("OUT_DIR"), "/body.lua"));
-
-/// The clock of the test build (the last argument), never shipped in
-/// `SCRIPT`: a different text, so a different SHA-1.
-pub const TEST_CLOCK: &str = include_str!(concat!(env!("OUT_DIR"), "/test_clock.lua"));
+include!(concat!(env!("OUT_DIR"), "/script_map.rs"));
 
 /// The production script: Redis `TIME` is the clock.
-pub const SCRIPT: &str = concat!(
-    include_str!(concat!(env!("OUT_DIR"), "/prelude.lua")),
-    include_str!(concat!(env!("OUT_DIR"), "/clock.lua")),
-    include_str!(concat!(env!("OUT_DIR"), "/body.lua")),
-);
+pub const SCRIPT: &str = include_str!(concat!(env!("OUT_DIR"), "/script.lua"));
 
-const SHA1_HEX: [u8; 40] = hex(&sha1(SCRIPT.as_bytes()));
+/// The test build: `lua/test_clock.lua` (the clock is the last argument)
+/// in place of `clock.lua`, on as many lines, so `source_of` holds for it
+/// too. Never shipped: a different text, so a different SHA-1.
+pub const TEST_SCRIPT: &str = include_str!(concat!(env!("OUT_DIR"), "/test_script.lua"));
 
 /// The script's SHA-1 in lower-case hex: the name EVALSHA uses.
 pub fn sha1_hex() -> &'static str {
-    // Hex digits are ASCII, so this never fails; the fallback keeps it panic-free.
-    core::str::from_utf8(&SHA1_HEX).unwrap_or("")
+    SCRIPT_SHA1
+}
+
+/// The file in `lua/` and its line (1-based) that line `line` of the
+/// script is; `None` past its end.
+pub fn source_of(line: usize) -> Option<(&'static str, usize)> {
+    if line == 0 || line > SCRIPT_LINES {
+        return None;
+    }
+    let run = SCRIPT_MAP.iter().rev().find(|r| r.from <= line)?;
+    Some((run.file, run.line + (line - run.from)))
+}
+
+/// The source of the line a Redis error names (`user_script:<line>`, its
+/// last mention), as `lua/<file>:<line>`.
+pub fn source_of_error(message: &str) -> Option<String> {
+    const AT: &str = "user_script:";
+    let at = message.rfind(AT)? + AT.len();
+    let digits = message.get(at..)?.bytes().take_while(u8::is_ascii_digit).take(9).count();
+    let line = message.get(at..at + digits)?.parse().ok()?;
+    let (file, line) = source_of(line)?;
+    Some(format!("lua/{file}:{line}"))
 }
 
 #[cfg(test)]
@@ -34,24 +58,83 @@ mod tests {
     use super::*;
     use wasm_bindgen_test::wasm_bindgen_test;
 
-    #[test]
-    #[wasm_bindgen_test]
-    fn sha1_is_forty_hex_digits_of_the_production_script() {
-        let sha = sha1_hex();
-        assert_eq!(sha.len(), 40);
-        assert!(sha.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
-        assert!(SCRIPT.contains("redis.call('TIME')"));
-        assert!(!SCRIPT.contains("ARGV[#ARGV]"), "the test clock never ships");
-        assert!(TEST_CLOCK.contains("ARGV[#ARGV]"));
+    /// Every file the script is made of, as `lua/` holds it.
+    const SOURCES: [(&str, &str); 8] = [
+        ("prelude.lua", include_str!("../../lua/prelude.lua")),
+        ("clock.lua", include_str!("../../lua/clock.lua")),
+        ("driver.lua", include_str!("../../lua/driver.lua")),
+        ("sliding_window.lua", include_str!("../../lua/sliding_window.lua")),
+        ("fixed_window.lua", include_str!("../../lua/fixed_window.lua")),
+        ("tat.lua", include_str!("../../lua/tat.lua")),
+        ("sliding_log.lua", include_str!("../../lua/sliding_log.lua")),
+        ("sliding_log_write.lua", include_str!("../../lua/sliding_log_write.lua")),
+    ];
+
+    fn source_line(file: &str, line: usize) -> &'static str {
+        let (_, text) = SOURCES.iter().find(|(f, _)| *f == file).unwrap_or_else(|| panic!("{file} is not in lua/"));
+        text.lines().nth(line - 1).unwrap_or_else(|| panic!("lua/{file} has no line {line}"))
     }
 
     #[test]
     #[wasm_bindgen_test]
-    fn script_is_prelude_clock_and_body_without_comments() {
-        assert!(SCRIPT.starts_with(PRELUDE));
-        assert!(SCRIPT.ends_with(BODY));
-        assert!(!SCRIPT.lines().any(|l| l.starts_with("--") || l.starts_with(' ')));
-        // Redis compiles it once per SHA-1; the text only travels on NOSCRIPT.
-        assert!(SCRIPT.len() < 16 * 1024, "{} bytes", SCRIPT.len());
+    fn every_line_of_the_script_is_the_line_of_lua_the_map_names() {
+        let lines: Vec<&str> = SCRIPT.lines().collect();
+        assert_eq!(lines.len(), SCRIPT_LINES);
+        for (i, line) in lines.iter().enumerate() {
+            let (file, at) = source_of(i + 1).unwrap();
+            assert_eq!(*line, source_line(file, at), "script line {} is lua/{file}:{at}", i + 1);
+        }
+        assert_eq!(source_of(0), None);
+        assert_eq!(source_of(SCRIPT_LINES + 1), None);
+        // Every line of every file is in it, the include lines excepted;
+        // the driver's last line is the script's.
+        let include_lines = SOURCES[2].1.lines().filter(|l| l.trim().starts_with("--@include")).count();
+        let whole: usize = SOURCES.iter().map(|(_, t)| t.lines().count()).sum();
+        assert_eq!(SCRIPT_LINES, whole - include_lines);
+        assert_eq!(source_of(SCRIPT_LINES), Some(("driver.lua", SOURCES[2].1.lines().count())));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn the_test_build_differs_only_in_its_clock() {
+        assert!(SCRIPT.contains("redis.call('TIME')"));
+        assert!(!SCRIPT.contains("ARGV[#ARGV]"), "the test clock never ships");
+        assert!(TEST_SCRIPT.contains("ARGV[#ARGV]"));
+        let (script, test): (Vec<&str>, Vec<&str>) = (SCRIPT.lines().collect(), TEST_SCRIPT.lines().collect());
+        assert_eq!(script.len(), test.len());
+        for (i, (a, b)) in script.iter().zip(&test).enumerate() {
+            if a != b {
+                assert_eq!(source_of(i + 1).map(|(f, _)| f), Some("clock.lua"), "line {}", i + 1);
+            }
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn sha1_is_forty_lower_case_hex_digits() {
+        // That it is Redis's SHA-1 of SCRIPT: host-tests' script tests.
+        assert_eq!(SCRIPT_SHA1.len(), 40);
+        assert!(SCRIPT_SHA1.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        assert_eq!(sha1_hex(), SCRIPT_SHA1);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_redis_error_names_its_line_in_lua() {
+        let (file, line) = source_of(SCRIPT_LINES - 1).unwrap();
+        let message = format!(
+            "READONLY You can't write against a read only replica. script: {SCRIPT_SHA1}, on @user_script:{}.",
+            SCRIPT_LINES - 1
+        );
+        assert_eq!(source_of_error(&message), Some(format!("lua/{file}:{line}")));
+        assert_eq!(
+            source_of_error("ERR user_script:1: boom script: x, on @user_script:1."),
+            Some("lua/prelude.lua:1".into())
+        );
+        for none in ["WRONGTYPE Operation against a key", "user_script:", "user_script:0", "user_script:99999999999999"]
+        {
+            assert_eq!(source_of_error(none), None, "{none}");
+        }
+        assert_eq!(source_of_error(&format!("user_script:{}", SCRIPT_LINES + 1)), None);
     }
 }

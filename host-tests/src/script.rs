@@ -1,13 +1,12 @@
 //! Calling the decision script on a real Redis, production or test build.
 
-use ratelimit::call::{DecisionResult, ScriptCall, ScriptReply};
-use ratelimit::decision::Decision;
-use ratelimit::digest::sha1;
-use ratelimit::script::{BODY, PRELUDE, TEST_CLOCK};
+use ratelimit::outcome::LimitOutcome;
+use ratelimit::script::TEST_SCRIPT;
+use ratelimit::store::script_call::{DecisionResult, ScriptCall, ScriptReply};
 
 /// The test build of the script: the clock is the last argument.
 pub fn test_script() -> String {
-    format!("{PRELUDE}{TEST_CLOCK}{BODY}")
+    TEST_SCRIPT.to_string()
 }
 
 /// The test build wrapped so that Redis never expires a key in real time:
@@ -24,11 +23,12 @@ pub fn test_script() -> String {
 /// TTL the script set (-1: created without a TTL, -2: absent, -3: left
 /// untouched, -4: changed, its TTL kept, as INCRBY does).
 pub fn sim_expiry_script() -> String {
-    // The prelude's one alias of `redis.call` (minified: `local u=redis.call`).
-    assert_eq!(PRELUDE.matches("=redis.call\n").count(), 1, "the wrapper cannot take over the script's TTLs");
-    let prelude = PRELUDE.replace("=redis.call\n", "=sim_call\n");
+    // The prelude's one alias of `redis.call` (`local call = redis.call`).
+    const ALIAS: &str = "local call = redis.call\n";
+    assert_eq!(TEST_SCRIPT.matches(ALIAS).count(), 1, "the wrapper cannot take over the script's TTLs");
+    let script = TEST_SCRIPT.replace(ALIAS, "local call = sim_call\n");
     format!(
-        "{}local function decide()\n{prelude}{TEST_CLOCK}{BODY}end\n{}",
+        "{}local function decide()\n{script}end\n{}",
         r#"local ttls = {}
 local LONG = '315360000000'
 local function sim_call(cmd, key, ...)
@@ -89,11 +89,6 @@ return reply
     )
 }
 
-/// SHA-1 hex of a script text.
-pub fn sha1_hex(text: &str) -> String {
-    sha1(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Loads `text` into the server's script cache and returns its SHA-1.
 pub fn load(conn: &mut redis::Connection, text: &str) -> String {
     redis::cmd("SCRIPT").arg("LOAD").arg(text).query(conn).unwrap()
@@ -150,12 +145,12 @@ pub fn evalsha(
     sha: &str,
     call: &ScriptCall,
     clock: Option<u64>,
-) -> Result<Vec<Vec<Decision>>, String> {
+) -> Result<Vec<Vec<LimitOutcome>>, String> {
     every_decided(evalsha_each(conn, sha, call, clock)?)
 }
 
 /// The decisions, or the first that failed as "decision <i>: <why>".
-pub fn every_decided(results: Vec<DecisionResult>) -> Result<Vec<Vec<Decision>>, String> {
+pub fn every_decided(results: Vec<DecisionResult>) -> Result<Vec<Vec<LimitOutcome>>, String> {
     results.into_iter().enumerate().map(|(i, r)| r.map_err(|e| format!("decision {i}: {e}"))).collect()
 }
 
@@ -221,4 +216,35 @@ impl SimulatedExpiry {
         }
         Wrapped { reply: ScriptReply { ints: reply.to_vec(), texts: raw.texts }, written }
     }
+}
+
+/// `script` without its comments, and the names it calls Redis by:
+/// `redis.call`, `redis.pcall` and the locals bound to them
+/// (`local call = redis.call`).
+pub fn code_and_callers(script: &str) -> (String, Vec<String>) {
+    let code: String = script.lines().map(|l| format!("{}\n", without_comment(l))).collect();
+    let mut callers = vec!["redis.call".to_string(), "redis.pcall".to_string()];
+    for line in code.lines() {
+        let Some((name, value)) = line.trim().strip_prefix("local ").and_then(|l| l.split_once('=')) else { continue };
+        if matches!(value.trim(), "redis.call" | "redis.pcall") {
+            callers.push(name.trim().to_string());
+        }
+    }
+    (code, callers)
+}
+
+/// A line of Lua without its comment (`--` outside a string).
+fn without_comment(line: &str) -> &str {
+    let mut quote = None;
+    let bytes = line.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match quote {
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b'-' && bytes.get(i + 1) == Some(&b'-') => return &line[..i],
+            None => {}
+        }
+    }
+    line
 }

@@ -41,22 +41,20 @@ pub fn set_user(conn: &mut redis::Connection, user: &str, rules: &[String]) {
 }
 
 /// The commands `script` calls (lower case): every literal first argument
-/// of `redis.call`, `redis.pcall` and the local names bound to them (the
-/// build shortens local names). Fails on a command that is not a literal.
+/// of `redis.call`, `redis.pcall` and the local names bound to them
+/// (`local call = redis.call`), comments left out. Fails on a command that
+/// is not a literal.
 pub fn script_commands(script: &str) -> BTreeSet<String> {
-    let mut callers = vec!["redis.call".to_string(), "redis.pcall".to_string()];
-    for suffix in ["=redis.call", "=redis.pcall"] {
-        callers.extend(script.lines().filter_map(|l| l.strip_prefix("local ")?.strip_suffix(suffix)).map(String::from));
-    }
+    let (code, callers) = crate::script::code_and_callers(script);
     let mut out = BTreeSet::new();
     for caller in &callers {
         let opening = format!("{caller}(");
-        for (at, _) in script.match_indices(&opening) {
-            let before = script[..at].chars().next_back();
+        for (at, _) in code.match_indices(&opening) {
+            let before = code[..at].chars().next_back();
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
                 continue; // a longer name ending in this one
             }
-            let args = &script[at + opening.len()..];
+            let args = &code[at + opening.len()..];
             let command = args
                 .strip_prefix('\'')
                 .and_then(|rest| rest.split_once('\''))
@@ -74,7 +72,7 @@ mod tests {
 
     #[test]
     fn the_script_commands_are_found_through_aliases() {
-        let script = "local y=redis.call\nlocal a4=redis.pcall\nlocal t=redis.call('TIME')\ny('MGET',k)\nif a4('INCRBY',k,1) then xy('DEL') end";
+        let script = "local y=redis.call\nlocal a4 = redis.pcall\nlocal t=redis.call('TIME')\n-- y('DEL', k)\ny('MGET',k) -- then y('DEL')\nif a4('INCRBY',k,'--') then xy('DEL') end";
         let found: Vec<String> = script_commands(script).into_iter().collect();
         assert_eq!(found, ["incrby", "mget", "time"]);
     }

@@ -4,44 +4,16 @@
 //! webdis's ACL (`"http_basic_auth": "username:password"`), sent with every
 //! call. The password never reaches a log: it is held as a [`Secret`].
 
-use std::fmt;
-
 use super::error::ConfigError;
 use super::json::{Obj, Result};
-use super::store::Transport;
+use crate::secret::Secret;
+use crate::store::Transport;
 
 /// The longest `username:password` webdis's basic auth can match: Debian's
 /// webdis 0.1.9 encodes its `http_basic_auth` with the system libb64, which
 /// breaks its base64 line after 72 characters (54 bytes), so a longer
 /// credential never matches and every call would be refused with 403.
 pub const MAX_WEBDIS_CREDENTIAL: usize = 53;
-
-/// A value that must never be printed: `Debug` shows only whether it is set.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps `value`.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The value, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether it is empty (not configured).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_empty() { "Secret(empty)" } else { "Secret(redacted)" })
-    }
-}
 
 /// The credential as configured (both empty: none).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -99,7 +71,7 @@ mod tests {
 
     fn error_of(store: &str) -> String {
         let json = format!(r#"{{"store":{{"cluster":"s",{store}}},"rules":[]}}"#);
-        crate::store::load(json.as_bytes()).unwrap_err().to_string()
+        crate::config::load(json.as_bytes()).unwrap_err().to_string()
     }
 
     fn credential_of(fields: &str) -> Credential {
@@ -107,7 +79,7 @@ mod tests {
         let json = format!(
             r#"{{"store":{{"cluster":"s"{store}}},"rules":[{{"name":"a","key":["path"],"limits":[{{"limit":1,"window":"1s"}}]}}]}}"#
         );
-        let config = crate::store::load(json.as_bytes()).unwrap();
+        let config = crate::config::load(json.as_bytes()).unwrap();
         Credential { username: config.store.username, password: config.store.password }
     }
 

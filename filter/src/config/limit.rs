@@ -6,7 +6,7 @@ use super::json::{uint, Obj, Result};
 use crate::algorithm::Algorithm;
 use crate::fingerprint::fingerprint;
 use crate::json::Value;
-use crate::model::LimitSpec;
+use crate::spec::LimitSpec;
 
 /// The largest sliding_log limit: its sorted set holds one entry per request.
 pub const SLIDING_LOG_MAX: u64 = 10_000;

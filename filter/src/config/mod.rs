@@ -8,31 +8,32 @@ mod cost;
 mod credential;
 mod duration;
 mod error;
-mod headers;
 mod json;
 mod lease;
 mod limit;
+mod load;
+mod response_headers;
 mod rule;
-mod store;
+mod store_settings;
 
 use std::num::NonZeroU32;
 
 pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
-pub use credential::Secret;
 pub use duration::parse_ms;
 pub use error::ConfigError;
-pub use headers::HeaderStyle;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
+pub use load::load;
+pub use response_headers::HeaderStyle;
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
-pub use store::{Batching, Breaker, Store, Transport, MAX_DECISIONS};
+pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};
 
 use json::Obj;
 
 /// Most rules in one configuration.
 pub const MAX_RULES: usize = 64;
 /// Most limits in all rules together: the script decides at most 64 per decision.
-pub const MAX_LIMITS: usize = 64;
+pub const MAX_LIMITS: usize = crate::spec::MAX_LIMITS;
 
 /// The deny cache in shared data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub struct Config {
     /// Prefix of every Redis key.
     pub domain: String,
     /// The store.
-    pub store: Store,
+    pub store: StoreSettings,
     /// 0: the connection's address; N: the Nth X-Forwarded-For entry from the right.
     pub xff_trusted_hops: u32,
     /// The deny cache.
@@ -88,7 +89,7 @@ const TOP_FIELDS: &[&str] =
 
 impl Config {
     /// Parses and validates the plugin configuration (what the store's
-    /// transport must check on top is `store::check`).
+    /// transport must check on top, `load` checks).
     pub fn parse(bytes: &[u8]) -> std::result::Result<Config, ConfigError> {
         let doc = crate::json::parse(bytes).map_err(|e| ConfigError::at(&e.path, e.reason))?;
         let o = Obj::new(&doc, "", TOP_FIELDS)?;
@@ -96,7 +97,8 @@ impl Config {
         if !is_name(domain, 32, true) {
             return Err(ConfigError::at("domain", "must be 1 to 32 characters of a-z, 0-9, _, - and ."));
         }
-        let store = store::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
+        let store =
+            store_settings::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
         let xff_trusted_hops = match o.value("client_ip") {
             None => 0,
             Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),
@@ -111,7 +113,7 @@ impl Config {
         };
         let headers = match o.value("response_headers") {
             None => HeaderStyle::LEGACY,
-            Some(v) => headers::parse_style(v, "response_headers")?,
+            Some(v) => response_headers::parse_style(v, "response_headers")?,
         };
         let retry_after_jitter_ppm = match o.value("retry_after_jitter") {
             None => 0,

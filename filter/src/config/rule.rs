@@ -4,10 +4,10 @@ use std::num::NonZeroU64;
 
 use super::cost::{parse_cost, Cost, UsageSource};
 use super::error::ConfigError;
-use super::headers::{parse_style, HeaderStyle};
 use super::json::{Obj, Result};
 use super::lease::{parse_lease, LeaseSettings};
 use super::limit::{parse_limit, Counts, Limit, MAX_EXACT};
+use super::response_headers::{parse_style, HeaderStyle};
 use crate::algorithm::Algorithm;
 use crate::json::{printable, Value};
 use crate::ratelimit_fields::policy_name;

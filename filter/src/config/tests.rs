@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::Transport;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 /// The example of the configuration contract.
@@ -24,7 +25,7 @@ pub const EXAMPLE: &str = r#"{ "domain": "shop",
       "fleet_size": 4 } ] }"#;
 
 fn error_of(json: &str) -> String {
-    crate::store::load(json.as_bytes()).unwrap_err().to_string()
+    crate::config::load(json.as_bytes()).unwrap_err().to_string()
 }
 
 /// The example with `rules[1]` replaced.

@@ -23,6 +23,9 @@ pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
 pub const RESPONSE_BODY: u32 = 1;
 /// The plugin's configuration, during `on_configure`.
 pub const PLUGIN_CONFIGURATION: u32 = 7;
+/// A Redis call's reply, during its callback (Higress's buffer type 9).
+#[cfg(feature = "redis")]
+pub const REDIS_CALL_RESPONSE: u32 = 9;
 
 #[link(wasm_import_module = "env")]
 extern "C" {

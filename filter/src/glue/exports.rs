@@ -3,18 +3,16 @@
 //! VM per body chunk, trailer or log line).
 
 use super::abi;
+use super::answers::{answer_bound, read_answer};
 use super::host::{HostRequest, HostResponse};
-use super::vm::{busy, defer, end_context, with_vm, Deferred, Plugin};
+use super::vm::{defer, end_context, with_vm, Deferred, Plugin};
 use crate::store::transport::Answer;
+#[cfg(feature = "redis")]
 use crate::store::StoreError;
 use crate::worker::Action;
 
 const CONTINUE: u32 = 0;
 const PAUSE: u32 = 1;
-
-/// The most bytes of an answer read while its size bound is unknown
-/// (the state was busy when it arrived).
-const DEFERRED_ANSWER_BYTES: usize = 256 * 1024;
 
 #[no_mangle]
 pub extern "C" fn proxy_on_vm_start(_root: u32, _size: usize) -> u32 {
@@ -36,21 +34,21 @@ pub extern "C" fn proxy_on_context_create(context: u32, parent: u32) {
 #[no_mangle]
 pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
     let bytes = abi::buffer(abi::PLUGIN_CONFIGURATION, 0, size).ok().flatten().unwrap_or_default();
-    match crate::store::load(&bytes) {
+    match crate::config::load(&bytes) {
         Ok(config) => {
             log::info!(
                 "ratelimit: {} rules, store {} via cluster {}, script {}",
                 config.rules.len(),
                 match config.store.transport {
-                    crate::config::Transport::Webdis => "webdis",
-                    crate::config::Transport::Redis => "redis",
+                    crate::store::Transport::Webdis => "webdis",
+                    crate::store::Transport::Redis => "redis",
                 },
                 config.store.cluster,
                 crate::script::sha1_hex()
             );
             let plugin = Plugin::new(root, config);
             #[cfg(feature = "redis")]
-            if plugin.target.transport == crate::config::Transport::Redis {
+            if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
             }
             plugin.sync_tick(None);
@@ -122,27 +120,6 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
     CONTINUE
 }
 
-/// The bytes of an answer of `size` bytes, read only when it is within `max`.
-pub(super) fn read_answer(kind: u32, size: usize, max: usize) -> Result<Vec<u8>, StoreError> {
-    if size > max {
-        return Err(StoreError::Malformed("answer larger than any reply to the call"));
-    }
-    match abi::buffer(kind, 0, size) {
-        Ok(Some(bytes)) if bytes.len() == size => Ok(bytes),
-        Ok(None) if size == 0 => Ok(Vec::new()),
-        Ok(_) => Err(StoreError::Malformed("answer shorter than announced")),
-        Err(_) => Err(StoreError::Malformed("answer body could not be read")),
-    }
-}
-
-/// The size bound of the answer to `token` of plugin `root`.
-pub(super) fn answer_bound(root: u32, token: u32) -> usize {
-    if busy() {
-        return DEFERRED_ANSWER_BYTES;
-    }
-    with_vm(|vm| vm.plugins.get(&root).map(|p| p.worker.max_answer_bytes(token))).flatten().unwrap_or(0)
-}
-
 /// An HTTP call's answer (calls are made from a root context, so `root` is one).
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(root: u32, token: u32, _headers: usize, size: usize, _trailers: usize) {
@@ -155,6 +132,21 @@ pub extern "C" fn proxy_on_http_call_response(root: u32, token: u32, _headers: u
     let answer = match read_answer(abi::HTTP_CALL_RESPONSE_BODY, size, bound) {
         Ok(body) => Answer::Http { status, body },
         Err(e) => Answer::Failed(e),
+    };
+    defer(Deferred::Answer { root, token, answer });
+}
+
+/// A Redis call's answer (Higress; on the root context that made the call).
+#[cfg(feature = "redis")]
+#[no_mangle]
+pub extern "C" fn proxy_on_redis_call_response(root: u32, token: u32, status: u32, size: usize) {
+    let answer = if status != 0 {
+        Answer::Failed(StoreError::Network)
+    } else {
+        match read_answer(abi::REDIS_CALL_RESPONSE, size, answer_bound(root, token)) {
+            Ok(bytes) => Answer::Resp(bytes),
+            Err(e) => Answer::Failed(e),
+        }
     };
     defer(Deferred::Answer { root, token, answer });
 }

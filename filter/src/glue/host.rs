@@ -4,13 +4,15 @@
 use std::cell::Cell;
 
 use super::abi;
-use crate::config::{Config, Secret, Transport};
+use crate::config::Config;
 use crate::metrics::{metric_name, Event, Metrics};
 use crate::request::{HeaderList, RequestSource};
 use crate::response::LocalReply;
+use crate::secret::Secret;
 use crate::shared::SharedData;
 use crate::store::stats::StoreStats;
 use crate::store::transport::Wire;
+use crate::store::Transport;
 use crate::store::{webdis, StoreError};
 use crate::worker::{Host, ResponseSource};
 

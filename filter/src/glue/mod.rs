@@ -6,6 +6,7 @@
 //! host's inputs and carries out what the worker asks.
 
 mod abi;
+mod answers;
 mod exports;
 mod host;
 mod log;

@@ -1,18 +1,13 @@
 //! The Redis-call transport: the Higress hostcalls (`proxy_redis_init`,
-//! `proxy_redis_call`, the callback `proxy_on_redis_call_response` on the
-//! root context, the reply in buffer type 9). Only in the `redis` build:
-//! a host without these imports refuses the whole module.
+//! `proxy_redis_call`; the callback `proxy_on_redis_call_response` on the
+//! root context is in `exports`, the reply in buffer type 9). Only in the
+//! `redis` build: a host without these imports refuses the whole module.
 
 use std::cell::Cell;
 
-use super::exports::{answer_bound, read_answer};
-use super::vm::{defer, Deferred};
-use crate::config::{Secret, Store};
-use crate::store::transport::Answer;
+use crate::config::StoreSettings;
+use crate::secret::Secret;
 use crate::store::StoreError;
-
-/// The buffer holding a Redis reply during its callback.
-const REDIS_CALL_RESPONSE: u32 = 9;
 
 #[link(wasm_import_module = "env")]
 extern "C" {
@@ -44,7 +39,7 @@ pub struct RedisLink {
 
 impl RedisLink {
     /// Not initialized yet.
-    pub fn new(store: &Store) -> RedisLink {
+    pub fn new(store: &StoreSettings) -> RedisLink {
         RedisLink {
             username: store.username.clone(),
             password: store.password.clone(),
@@ -85,18 +80,4 @@ impl RedisLink {
         }
         Ok(token)
     }
-}
-
-/// The host's callback, on the root context that made the call.
-#[no_mangle]
-pub extern "C" fn proxy_on_redis_call_response(root: u32, token: u32, status: u32, size: usize) {
-    let answer = if status != 0 {
-        Answer::Failed(StoreError::Network)
-    } else {
-        match read_answer(REDIS_CALL_RESPONSE, size, answer_bound(root, token)) {
-            Ok(bytes) => Answer::Resp(bytes),
-            Err(e) => Answer::Failed(e),
-        }
-    };
-    defer(Deferred::Answer { root, token, answer });
 }

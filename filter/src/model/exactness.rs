@@ -5,8 +5,9 @@
 
 use super::{LimitSpec, LimitState};
 use crate::algorithm::Algorithm;
-use crate::call::{DecisionCall, LimitCall, Op, ScriptCall, TOP};
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
+use crate::spec::{DecisionCall, LimitCall, Op, TOP};
+use crate::store::script_call::ScriptCall;
 
 /// xorshift64*: a seeded, dependency-free PRNG for reproducible cases.
 pub(super) struct Rng(pub u64);
@@ -62,12 +63,12 @@ pub(super) fn capacity(spec: &LimitSpec) -> u64 {
 }
 
 /// Whether the op's state is kept: an admitted use, or a charge.
-pub(super) fn writes(op: Op, d: &Decision) -> bool {
+pub(super) fn writes(op: Op, d: &LimitOutcome) -> bool {
     matches!(op, Op::Charge(_)) || (matches!(op, Op::Use(_)) && d.allowed)
 }
 
 /// The decision as the script's four integers.
-fn wire(d: &Decision) -> [i64; 4] {
+fn wire(d: &LimitOutcome) -> [i64; 4] {
     let int = |x: u64| i64::try_from(x).unwrap();
     [i64::from(d.allowed), int(d.remaining), int(d.reset_ms), d.retry_after_ms.map_or(-1, int)]
 }

@@ -18,26 +18,13 @@ mod windows;
 use std::collections::BTreeMap;
 
 use crate::algorithm::Algorithm;
-use crate::call::{DecisionCall, Op, TOP};
-use crate::decision::Decision;
 use crate::keys::key_code;
+use crate::outcome::LimitOutcome;
+use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 
 pub use sliding_log::LogState;
 pub use tat::TatState;
 pub use windows::WindowCounts;
-
-/// One limit's parameters as the script receives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LimitSpec {
-    /// The algorithm.
-    pub algorithm: Algorithm,
-    /// Requests (cost units) per window.
-    pub limit: u64,
-    /// Window length in milliseconds.
-    pub window_ms: u64,
-    /// Bucket capacity (token_bucket) or back-to-back requests (gcra).
-    pub burst: u64,
-}
 
 /// The stored state of one limit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +50,7 @@ impl LimitState {
     /// Decides one limit at `now` (the clock its algorithm reads), a fixed
     /// window shifted by `offset_ms`. The second value is the state to keep
     /// if the op writes: a use the whole decision admits, or a charge.
-    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op, offset_ms: u64) -> (Decision, LimitState) {
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op, offset_ms: u64) -> (LimitOutcome, LimitState) {
         match self {
             LimitState::Windows(w) => {
                 let (d, next) = if spec.algorithm == Algorithm::FixedWindow {
@@ -85,7 +72,7 @@ impl LimitState {
     }
 
     /// A use of `cost` on aligned windows: `decide` with `Op::Use`.
-    pub fn check(&self, spec: &LimitSpec, now: u64, cost: u64) -> (Decision, LimitState) {
+    pub fn check(&self, spec: &LimitSpec, now: u64, cost: u64) -> (LimitOutcome, LimitState) {
         self.decide(spec, now, Op::Use(cost), 0)
     }
 }
@@ -109,9 +96,9 @@ impl Model {
     /// Decides one decision: sliding and fixed windows on `caller_now`, the
     /// others on `store_now` (Redis TIME). A request-time decision writes
     /// its uses only if every limit allows; a charge always writes.
-    pub fn decide(&mut self, caller_now: u64, store_now: u64, decision: &DecisionCall<'_>) -> Vec<Decision> {
+    pub fn decide(&mut self, caller_now: u64, store_now: u64, decision: &DecisionCall<'_>) -> Vec<LimitOutcome> {
         let charge = decision.limits.iter().any(|l| matches!(l.op, Op::Charge(_)));
-        let mut decisions = Vec::with_capacity(decision.limits.len());
+        let mut outcomes = Vec::with_capacity(decision.limits.len());
         let mut writes = Vec::with_capacity(decision.limits.len());
         for l in decision.limits {
             let key: LimitKey =
@@ -129,16 +116,21 @@ impl Model {
             if !matches!(l.op, Op::Check(_)) {
                 writes.push((key, next));
             }
-            decisions.push(d);
+            outcomes.push(d);
         }
-        if charge || decisions.iter().all(|d| d.allowed) {
+        if charge || outcomes.iter().all(|d| d.allowed) {
             self.limits.extend(writes);
         }
-        decisions
+        outcomes
     }
 
     /// Decides a batch in order.
-    pub fn decide_all(&mut self, caller_now: u64, store_now: u64, batch: &[DecisionCall<'_>]) -> Vec<Vec<Decision>> {
+    pub fn decide_all(
+        &mut self,
+        caller_now: u64,
+        store_now: u64,
+        batch: &[DecisionCall<'_>],
+    ) -> Vec<Vec<LimitOutcome>> {
         batch.iter().map(|d| self.decide(caller_now, store_now, d)).collect()
     }
 }
@@ -158,21 +150,21 @@ impl ClientModel {
     /// Decides one request. Windowed algorithms use `caller_now`, the others
     /// `store_now` (Redis TIME), as the script does. Nothing is consumed
     /// unless every limit allows.
-    pub fn decide(&mut self, caller_now: u64, store_now: u64, costs: &[u64]) -> Vec<Decision> {
-        let mut decisions = Vec::with_capacity(self.limits.len());
+    pub fn decide(&mut self, caller_now: u64, store_now: u64, costs: &[u64]) -> Vec<LimitOutcome> {
+        let mut outcomes = Vec::with_capacity(self.limits.len());
         let mut next = Vec::with_capacity(self.limits.len());
         for ((spec, state), cost) in self.limits.iter().zip(costs) {
             let now = if spec.algorithm.windowed() { caller_now } else { store_now };
             let (d, s) = state.check(spec, now, *cost);
-            decisions.push(d);
+            outcomes.push(d);
             next.push(s);
         }
-        if decisions.iter().all(|d| d.allowed) {
+        if outcomes.iter().all(|d| d.allowed) {
             for ((_, state), s) in self.limits.iter_mut().zip(next) {
                 *state = s;
             }
         }
-        decisions
+        outcomes
     }
 }
 
@@ -195,8 +187,8 @@ pub(crate) fn to_u64(x: i128) -> u64 {
 }
 
 /// A denied decision; remaining floored at 0, `None` = never fits.
-pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Decision {
-    Decision {
+pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> LimitOutcome {
+    LimitOutcome {
         allowed: false,
         remaining: to_u64(remaining),
         reset_ms: to_u64(reset),
@@ -205,6 +197,6 @@ pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Decis
 }
 
 /// An allowed decision; remaining floored at 0.
-pub(crate) fn allowed(remaining: i128, reset: i128) -> Decision {
-    Decision { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
+pub(crate) fn allowed(remaining: i128, reset: i128) -> LimitOutcome {
+    LimitOutcome { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
 }

@@ -3,8 +3,8 @@
 //! back, the newest entry. No debt: a charge is refused by the script.
 
 use super::{allowed, denied, LimitSpec};
-use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// Admission times in ms, sorted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -14,7 +14,7 @@ pub struct LogState {
 
 impl LogState {
     /// Decides at `now` (the store's clock); a charge is taken as a use.
-    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (Decision, LogState) {
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, LogState) {
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms));
         let newest = self.entries.last().copied();
         let t = newest.map_or(now, |n| n.max(now));

@@ -6,8 +6,8 @@
 //! at 2^53 - 1 ms.
 
 use super::{allowed, ceil_div, denied, floor_div, LimitSpec, TOP_I};
-use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// When the state was written, and how far ahead the client was then;
 /// `None` = never used (a full bucket).
@@ -18,7 +18,7 @@ pub struct TatState {
 
 impl TatState {
     /// Decides at `now` (the store's clock).
-    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (Decision, TatState) {
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, TatState) {
         let (limit, window, burst) =
             (i128::from(spec.limit.max(1)), i128::from(spec.window_ms), i128::from(spec.burst));
         let tolerance = burst * window;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::{allowed, denied, floor_div, LimitSpec, TOP_I};
-use crate::call::Op;
-use crate::decision::Decision;
+use crate::outcome::LimitOutcome;
+use crate::spec::Op;
 
 /// Counts per window index (only the current and previous ones matter).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,7 +28,7 @@ impl WindowCounts {
     }
 
     /// fixed_window at `now`, its windows shifted by `offset` ms.
-    pub fn fixed(&self, spec: &LimitSpec, now: u64, op: Op, offset: u64) -> (Decision, WindowCounts) {
+    pub fn fixed(&self, spec: &LimitSpec, now: u64, op: Op, offset: u64) -> (LimitOutcome, WindowCounts) {
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let shifted = i128::from(now) + i128::from(offset);
         let index = u64::try_from(shifted / window).unwrap_or(u64::MAX);
@@ -53,7 +53,7 @@ impl WindowCounts {
     }
 
     /// sliding_window at `now`.
-    pub fn sliding(&self, spec: &LimitSpec, now: u64, op: Op) -> (Decision, WindowCounts) {
+    pub fn sliding(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, WindowCounts) {
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let index = now / spec.window_ms.max(1);
         let elapsed = i128::from(now % spec.window_ms.max(1));

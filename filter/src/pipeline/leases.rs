@@ -5,13 +5,13 @@
 
 use super::{plan_limits, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
-use crate::call::Op;
 use crate::config::Config;
-use crate::decision::Decision;
 use crate::fingerprint::{entry_fingerprint, fingerprint, IdentityDigest};
 use crate::lease::{LeaseParams, LeaseRecord, Span};
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::response::{PolicyRef, Shown};
+use crate::spec::Op;
 
 /// A decision whose rules take leases: what identifies its lease, and what
 /// one is asked and kept with.
@@ -89,7 +89,7 @@ pub(super) fn admitted(
         let in_lease = lease.requests_left.saturating_mul(leased.per_request);
         let shown = Shown {
             limit: limit.spec.limit,
-            decision: Decision {
+            outcome: LimitOutcome {
                 allowed: true,
                 remaining: leased.remaining_at_grant.saturating_add(in_lease).min(capacity),
                 reset_ms: leased.reset_at_ms.saturating_sub(now_ms),

@@ -4,20 +4,20 @@
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
 use crate::breaker::{self, Gate};
-use crate::call::Op;
 use crate::config::{Config, Cost, Counts, Rule};
-use crate::decision::Decision;
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{Request, RequestSource};
 use crate::response::{
     bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
 };
 use crate::shared::SharedData;
+use crate::spec::Op;
 use crate::store::StoreError;
 
 /// The host services a request's evaluation needs.
@@ -99,7 +99,7 @@ pub struct PlannedDecision {
     partition: Option<PartitionKey>,
     /// Its lease, when its rules take leases (none was live here).
     pub lease: Option<LeaseCandidate>,
-    result: Option<Result<Vec<Decision>, StoreError>>,
+    result: Option<Result<Vec<LimitOutcome>, StoreError>>,
 }
 
 impl PlannedDecision {
@@ -303,7 +303,7 @@ fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, ran
 }
 
 impl Pending {
-    /// Takes the result of decision `index` (one `Decision` per limit, in
+    /// Takes the result of decision `index` (one `LimitOutcome` per limit, in
     /// order); the outcome once every decision is in. A decision whose
     /// result is already in is ignored. (The breakers are the caller's: a
     /// store call that carried many decisions counts once.)
@@ -311,7 +311,7 @@ impl Pending {
         &mut self,
         env: &Env<'_, S, M>,
         index: usize,
-        result: Result<Vec<Decision>, StoreError>,
+        result: Result<Vec<LimitOutcome>, StoreError>,
     ) -> Option<Outcome>
     where
         S: SharedData + ?Sized,
@@ -377,7 +377,7 @@ impl Pending {
         });
         let worst = denied
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
-            .max_by_key(|(_, s)| (s.decision.retry_after_ms.unwrap_or(u64::MAX), s.decision.reset_ms));
+            .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
         if let Some((r, shown)) = worst {
             let all: Vec<Shown> = verdicts
                 .iter()
@@ -417,15 +417,15 @@ impl Pending {
     }
 }
 
-mod headers;
 mod leases;
 mod reads;
+mod response_fields;
 #[cfg(test)]
 mod tests;
 mod unreadable;
 mod verdicts;
 
 use crate::lease::{LeaseTable, Spend};
-use headers::{ietf_fields, response_headers, Listed};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
+use response_fields::{ietf_fields, response_headers, Listed};

@@ -4,9 +4,9 @@
 
 use super::PolicyRef;
 use crate::config::{KeyPart, Rule};
-use crate::decision::Decision;
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::{entry_fingerprint, IdentityDigest};
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::response::Shown;
@@ -61,7 +61,7 @@ pub(super) fn cached_denial<S: SharedData + ?Sized>(
         let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now_ms)?;
         Some(Shown {
             limit: l.spec.limit,
-            decision: Decision {
+            outcome: LimitOutcome {
                 allowed: false,
                 remaining: e.remaining,
                 reset_ms: e.reset_at_ms.saturating_sub(now_ms),

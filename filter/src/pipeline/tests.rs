@@ -44,7 +44,7 @@ impl World {
 
     /// Runs a request to its outcome, answering decision `i` with
     /// `replies[i]` and recording each in the breakers as the worker does.
-    fn run(&self, req: &FakeRequest, replies: &[Result<Vec<Decision>, StoreError>]) -> Outcome {
+    fn run(&self, req: &FakeRequest, replies: &[Result<Vec<LimitOutcome>, StoreError>]) -> Outcome {
         match self.begin(req) {
             Start::Done(o) => o,
             Start::Wait(mut p) => {
@@ -61,12 +61,12 @@ impl World {
     }
 }
 
-fn allow(remaining: u64, reset_ms: u64) -> Decision {
-    Decision { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
+fn allow(remaining: u64, reset_ms: u64) -> LimitOutcome {
+    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
 }
 
-fn deny(remaining: u64, reset_ms: u64, retry: u64) -> Decision {
-    Decision { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
+fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
+    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
 }
 
 fn api(key: &str) -> FakeRequest {

@@ -3,16 +3,16 @@
 
 use super::{Env, Pending, PlannedDecision, Verdict};
 use crate::config::{Cost, FailureMode};
-use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::{Event, Metrics};
+use crate::outcome::LimitOutcome;
 use crate::response::{PolicyRef, Shown};
 use crate::shared::SharedData;
 
 impl Pending {
-    /// The verdict of rule `r` from its decisions; `consumed` tells whether
+    /// The verdict of rule `r` from its limits' outcomes; `consumed` tells whether
     /// its call admitted the request (else an allowing rule spent nothing and
     /// is not counted).
     pub(super) fn store_verdict<S, M>(
@@ -20,7 +20,7 @@ impl Pending {
         env: &Env<'_, S, M>,
         r: usize,
         d: &PlannedDecision,
-        decisions: &[Decision],
+        outcomes: &[LimitOutcome],
         consumed: bool,
     ) -> Verdict
     where
@@ -33,15 +33,15 @@ impl Pending {
         let shown: Vec<Shown> = rule
             .limits
             .iter()
-            .zip(decisions)
+            .zip(outcomes)
             .enumerate()
-            .map(|(i, (l, decision))| Shown {
+            .map(|(i, (l, outcome))| Shown {
                 limit: l.spec.limit,
-                decision: *decision,
+                outcome: *outcome,
                 policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
             })
             .collect();
-        if shown.iter().all(|s| s.decision.allowed) {
+        if shown.iter().all(|s| s.outcome.allowed) {
             if consumed {
                 env.metrics.count(r, Event::Allowed);
             }
@@ -53,12 +53,12 @@ impl Pending {
         if config.deny_cache.enabled && cacheable {
             let cache = DenyCache::new(env.shared, config.deny_cache.slots);
             for (l, s) in rule.limits.iter().zip(&shown) {
-                if let (false, Some(retry)) = (s.decision.allowed, s.decision.retry_after_ms) {
+                if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
                         let entry = DenyEntry {
                             deny_until_ms: self.now_ms + retry,
-                            reset_at_ms: self.now_ms + s.decision.reset_ms,
-                            remaining: s.decision.remaining,
+                            reset_at_ms: self.now_ms + s.outcome.reset_ms,
+                            remaining: s.outcome.remaining,
                         };
                         cache.remember(entry_fingerprint(l.fingerprint, identity), entry);
                     }
@@ -93,18 +93,18 @@ impl Pending {
                 cost: rule.request_amount(l),
             })
             .collect();
-        let decisions = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
+        let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
         let shown: Vec<Shown> = limits
             .iter()
-            .zip(decisions)
+            .zip(outcomes)
             .enumerate()
-            .map(|(i, (l, decision))| Shown {
+            .map(|(i, (l, outcome))| Shown {
                 limit: l.share,
-                decision,
+                outcome,
                 policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
             })
             .collect();
-        if shown.iter().all(|s| s.decision.allowed) {
+        if shown.iter().all(|s| s.outcome.allowed) {
             env.metrics.count(r, Event::FallbackAllowed);
             Verdict::Allowed(shown)
         } else {

@@ -3,12 +3,12 @@
 //! escaped like any other before it reaches a key, a header or a log.
 
 mod authority;
-mod headers;
+mod header_list;
 
 use std::cell::OnceCell;
 
 pub use authority::canonical_authority;
-pub use headers::{members, one_line, one_member, trim_ows, HeaderList, OneValue};
+pub use header_list::{members, one_line, one_member, trim_ows, HeaderList, OneValue};
 
 use crate::percent::{decode, is_unreserved};
 

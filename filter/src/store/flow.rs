@@ -1,9 +1,9 @@
 //! The steps of one store call, whatever the transport: a missing script is
 //! loaded and the call retried once; a lost authentication is renewed once.
 
+use super::Transport;
 use super::{Reply, StoreError};
-use crate::call::ScriptReply;
-use crate::config::Transport;
+use crate::store::script_call::ScriptReply;
 
 /// Where a call is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

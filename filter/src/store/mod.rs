@@ -3,14 +3,16 @@
 pub mod batcher;
 pub mod flow;
 pub mod resp;
+pub mod script_call;
 pub mod stats;
 pub mod transport;
 pub mod webdis;
 
 use std::fmt;
 
-use crate::call::ScriptReply;
-use crate::config::{Config, ConfigError, Transport};
+pub use transport::Transport;
+
+use crate::store::script_call::ScriptReply;
 
 /// Why a store call gave no decision; the rule's failure policy applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,7 +65,7 @@ impl fmt::Display for StoreError {
 /// What a store call returned.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// The script's values (see `call::ScriptCall::decode`).
+    /// The script's values (see `script_call::ScriptCall::decode`).
     Values(ScriptReply),
     /// The script is not in the store's cache: load it and retry once.
     NoScript,
@@ -73,24 +75,32 @@ pub enum Reply {
     Loaded,
 }
 
-/// A Redis error reply, bounded and made printable for logs.
+/// A Redis error reply, bounded and made printable for logs. An error
+/// raised at a line of the script (`user_script:<line>`) is followed by
+/// that line's file and line in `lua/`.
 pub fn redis_error(msg: &str) -> StoreError {
-    let clean: String = msg.chars().take(200).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    let mut clean: String =
+        msg.chars().take(200).map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+    if let Some(source) = crate::script::source_of_error(msg) {
+        clean.push_str(" [");
+        clean.push_str(&source);
+        clean.push(']');
+    }
     StoreError::Redis(clean)
 }
 
-/// What the store's transport must check of a parsed configuration (the
-/// second phase of loading it).
-pub fn check(config: &Config) -> Result<(), ConfigError> {
-    match config.store.transport {
-        Transport::Webdis => webdis::check_body_bound(config),
-        Transport::Redis => Ok(()),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
-/// Parses the configuration, then lets its transport check it.
-pub fn load(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let config = Config::parse(bytes)?;
-    check(&config)?;
-    Ok(config)
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_redis_error_is_bounded_printable_and_names_its_line_of_lua() {
+        assert_eq!(redis_error("ERR bad\r\nthing"), StoreError::Redis("ERR bad??thing".into()));
+        assert_eq!(redis_error(&"x".repeat(300)), StoreError::Redis("x".repeat(200)));
+        let (file, line) = crate::script::source_of(7).unwrap();
+        let raised = "READONLY You can't write against a read only replica. script: 0123, on @user_script:7.";
+        assert_eq!(redis_error(raised), StoreError::Redis(format!("{raised} [lua/{file}:{line}]")));
+    }
 }

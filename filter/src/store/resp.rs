@@ -4,8 +4,8 @@
 //! never a trap.
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::{ScriptCall, ScriptReply};
 use crate::script::{sha1_hex, SCRIPT};
+use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// Longest bulk string accepted (INFO is the longest reply, a few KB).
 const MAX_BULK: usize = 64 * 1024;
@@ -168,8 +168,8 @@ fn value(input: &[u8], pos: &mut usize, depth: usize, max_elements: usize) -> Re
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::call::{DecisionCall, LimitCall, Op};
-    use crate::model::LimitSpec;
+    use crate::spec::LimitSpec;
+    use crate::spec::{DecisionCall, LimitCall, Op};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]

@@ -4,8 +4,16 @@
 
 use super::flow::{Message, Stage};
 use super::{resp, webdis, Reply, StoreError};
-use crate::call::ScriptCall;
-use crate::config::Transport;
+use crate::store::script_call::ScriptCall;
+
+/// How the filter reaches Redis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// HTTP calls to a webdis gateway (stock Envoy).
+    Webdis,
+    /// The Redis-call hostcalls of Higress-built Envoy (`ratelimit-redis.wasm`).
+    Redis,
+}
 
 /// What goes on the wire for one store call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +52,7 @@ const MAX_INFO_BYTES: usize = 64 * 1024;
 
 /// The largest answer worth reading for a call expecting `expected`
 /// integers: each at most 20 digits and a separator, plus the envelope or
-/// an error message. A failed decision's text (`call::ERROR_TEXT` bytes at
+/// an error message. A failed decision's text (`script_call::ERROR_TEXT` bytes at
 /// most) and the zeros after it fit in the room of its four integers. A
 /// larger answer is a store error without being read.
 pub fn max_answer_bytes(expected: usize) -> usize {
@@ -102,7 +110,7 @@ pub fn decode_info(answer: Answer) -> Result<String, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::ERROR_TEXT;
+    use crate::store::script_call::ERROR_TEXT;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]

@@ -14,13 +14,12 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 
 use super::{redis_error, Reply, StoreError};
-use crate::call::{ScriptCall, ScriptReply};
-use crate::config::{Config, ConfigError, Rule, Secret};
-use crate::identity::MAX_IDENTITY;
 use crate::json::{self, Value};
-use crate::model::LimitSpec;
 use crate::percent::encode_into;
 use crate::script::sha1_hex;
+use crate::secret::Secret;
+use crate::spec::LimitSpec;
+use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// The largest EVALSHA body webdis reliably takes.
 pub const MAX_BODY: usize = 4000;
@@ -182,35 +181,12 @@ pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)])
 /// the key count, now and the counts (specs, shapes, decisions).
 pub const BODY_HEAD: usize = 8 + 40 + 5 * 21;
 
-/// Refuses a configuration whose largest decision would not fit webdis's
-/// body bound alone: every rule of one key group matching, the longest
-/// identity. (Batches are split to fit; one decision cannot be.)
-pub fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
-    let identity = "x".repeat(MAX_IDENTITY);
-    for group in &config.groups {
-        let mut limits: Vec<(&str, LimitSpec)> = Vec::new();
-        for &r in &group.rules {
-            let rule: &Rule = &config.rules[r];
-            limits.extend(rule.limits.iter().map(|l| (rule.name.as_str(), l.spec)));
-            let size = BODY_HEAD + decision_size(&config.domain, &identity, &limits);
-            if size > MAX_BODY {
-                return Err(ConfigError::at(
-                    &format!("rules[{r}]"),
-                    format!(
-                        "with the rules before it that share its key, one store call could need {size} bytes; webdis takes at most {MAX_BODY} (use fewer limits or shorter rule names)"
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
-    use crate::call::{DecisionCall, LimitCall, Op};
+    use crate::keys::MAX_IDENTITY;
+    use crate::spec::{DecisionCall, LimitCall, Op};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn call() -> ScriptCall {

@@ -7,13 +7,14 @@
 
 use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
-use crate::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall, ScriptReply};
-use crate::config::Transport;
+use crate::spec::{DecisionCall, LimitCall, Op};
 use crate::store::batcher::Fill;
 use crate::store::flow::{self, Message, Stage, Step};
+use crate::store::script_call::{DecisionResult, ScriptCall, ScriptReply};
 use crate::store::transport::{self, Answer};
 use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
 use crate::store::StoreError;
+use crate::store::Transport;
 
 impl Worker {
     /// The limits of `owner`'s decision (rule, limit, op, offset), its

@@ -11,11 +11,11 @@ use super::incidents::Incident;
 use super::usage_watch::{amount, Reported};
 use super::{Host, Owner, Worker, MAX_CHARGES};
 use crate::config::{Counts, Rule};
-use crate::decision::Decision;
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
+use crate::outcome::LimitOutcome;
 use crate::pipeline::Charge;
 use crate::store::StoreError;
 
@@ -111,7 +111,7 @@ impl Worker {
         &mut self,
         host: &H,
         c: PendingCharge,
-        result: Result<Vec<Decision>, StoreError>,
+        result: Result<Vec<LimitOutcome>, StoreError>,
         at: u64,
     ) {
         let config = &self.config;

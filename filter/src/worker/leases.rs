@@ -8,9 +8,9 @@
 use std::collections::BTreeSet;
 
 use super::{Host, Owner, Worker};
-use crate::decision::Decision;
 use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit};
 use crate::metrics::Event;
+use crate::outcome::LimitOutcome;
 use crate::pipeline::{LeaseCandidate, PlannedDecision, PlannedLimit};
 use crate::store::StoreError;
 
@@ -59,7 +59,7 @@ impl Worker {
         let mut limits = Vec::with_capacity(d.limits.len());
         for (l, per) in d.limits.iter().zip(&c.per_request) {
             let Some(units) = per.checked_mul(requests) else { return };
-            limits.push(PlannedLimit { op: crate::call::Op::Use(units), ..*l });
+            limits.push(PlannedLimit { op: crate::spec::Op::Use(units), ..*l });
         }
         let id = leases.next;
         leases.next = leases.next.wrapping_add(1);
@@ -85,7 +85,7 @@ impl Worker {
         &mut self,
         host: &H,
         id: u64,
-        result: Result<Vec<Decision>, StoreError>,
+        result: Result<Vec<LimitOutcome>, StoreError>,
         at: u64,
     ) {
         let Some(ask) = self.leases.asks.remove(&id) else { return };

@@ -3,8 +3,9 @@
 //! filter builds them (`ScriptCall`), on the allow path.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
-use ratelimit::model::LimitSpec;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 /// What one call decides.
 #[derive(Clone, Debug, PartialEq)]

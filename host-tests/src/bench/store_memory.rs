@@ -4,7 +4,7 @@
 //! the filter makes them: memory per key depends on them.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::model::LimitSpec;
+use ratelimit::spec::LimitSpec;
 use serde_json::json;
 
 use super::redis_info::{reset, used_memory};

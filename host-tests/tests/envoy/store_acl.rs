@@ -15,8 +15,8 @@ use host_tests::redis_server::RedisServer;
 use host_tests::stack::Stack;
 use host_tests::store_acl::{allowed_commands, readme_rules, script_commands, set_user};
 use host_tests::webdis::{credential, Webdis};
-use ratelimit::config::Secret;
 use ratelimit::script::{sha1_hex, SCRIPT};
+use ratelimit::secret::Secret;
 use serde_norway::Value as Yaml;
 
 use crate::plugin_config;

@@ -120,7 +120,7 @@ fn the_llm_gateway_is_valid_and_its_plugin_configuration_loads() {
     let config = &filters[1]["typed_config"]["config"];
     assert_eq!(config["failure_policy"].as_str(), Some("FAIL_RELOAD"));
     let plugin = config["configuration"]["value"].as_str().unwrap();
-    let loaded = ratelimit::store::load(plugin.as_bytes()).unwrap();
+    let loaded = ratelimit::config::load(plugin.as_bytes()).unwrap();
     let rule = &loaded.rules[0];
     assert!(rule.cost.after_response(), "tokens are charged after the response");
     assert_eq!(rule.limits.len(), 2);

@@ -3,7 +3,8 @@
 //! plugin configuration the filter accepts, and name clusters that exist.
 
 use host_tests::envoy::config_text;
-use ratelimit::config::{Config, Transport};
+use ratelimit::config::Config;
+use ratelimit::store::Transport;
 use serde_norway::Value;
 
 use crate::crds::{Crd, EG_EXTENSION_POLICY, EG_PATCH_POLICY, HIGRESS_WASM_PLUGIN, ISTIO_WASM_PLUGIN};

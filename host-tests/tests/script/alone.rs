@@ -4,7 +4,8 @@
 //! exactly as in a batch without it.
 
 use ratelimit::algorithm::Algorithm::{FixedWindow, SlidingLog, SlidingWindow, TokenBucket};
-use ratelimit::call::{DecisionCall, LimitCall, Op, ScriptCall};
+use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 use ratelimit::store::StoreError;
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};

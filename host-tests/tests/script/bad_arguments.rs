@@ -4,7 +4,8 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, Op, ScriptCall};
+use ratelimit::spec::{DecisionCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
 
@@ -120,7 +121,7 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
     let mut f = Fixture::new();
     f.run_call(&good_call(T0), T0).unwrap();
     let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
-    let refuse = |f: &mut Fixture, limits: &[ratelimit::call::LimitCall]| {
+    let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
         refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);

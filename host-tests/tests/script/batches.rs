@@ -2,8 +2,8 @@
 //! it; all or nothing holds per decision, not per batch.
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::call::DecisionCall;
-use ratelimit::call::Op::{Charge as G, Check as K, Use as U};
+use ratelimit::spec::DecisionCall;
+use ratelimit::spec::Op::{Charge as G, Check as K, Use as U};
 
 use crate::fixture::{limit, row, spec, Fixture, T0};
 

@@ -3,8 +3,8 @@
 //! is refused, at it admitted), rollover, cost > 1 and cost beyond capacity.
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::decision::Decision;
-use ratelimit::model::LimitSpec;
+use ratelimit::outcome::LimitOutcome;
+use ratelimit::spec::LimitSpec;
 
 use crate::fixture::{spec, Fixture, T0};
 
@@ -15,7 +15,7 @@ fn run(limit: LimitSpec, rows: &[Row]) {
     let mut f = Fixture::new();
     for (i, &(t, cost, allowed, remaining, reset_ms, retry)) in rows.iter().enumerate() {
         let got = f.decide("c1", T0 + t, &[limit], cost);
-        let want = Decision {
+        let want = LimitOutcome {
             allowed,
             remaining,
             reset_ms,
@@ -157,7 +157,7 @@ fn production_script_sha_is_what_redis_computes() {
 #[test]
 fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
     // The plain test build: Redis keeps the TTLs the script sets.
-    use ratelimit::call::{DecisionCall, Op};
+    use ratelimit::spec::{DecisionCall, Op};
     let mut f = Fixture::new();
     for (i, algorithm) in [SlidingWindow, FixedWindow, TokenBucket, SlidingLog, Gcra].into_iter().enumerate() {
         let limit = spec(algorithm, 5, 60_000, 3);
@@ -165,7 +165,7 @@ fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
         let limits = [crate::fixture::limit(limit, Op::Use(1)), crate::fixture::limit(limit, op)];
         for (j, l) in limits.iter().enumerate() {
             let identity = format!("c{i}{j}");
-            let call = ratelimit::call::ScriptCall::new(
+            let call = ratelimit::store::script_call::ScriptCall::new(
                 "t",
                 T0,
                 &[DecisionCall { identity: &identity, limits: std::slice::from_ref(l) }],

@@ -9,13 +9,11 @@ use crate::fixture::Fixture;
 
 /// The commands the script calls, each with the upper-case literal tokens
 /// among its arguments: calls of `redis.call` and `redis.pcall` and of the
-/// local names bound to them (the build shortens local names). Fails on a
-/// command that is not a literal.
+/// local names bound to them, comments left out. Fails on a command that
+/// is not a literal.
 fn calls(script: &str) -> Vec<(String, Vec<String>)> {
-    let mut callers = vec!["redis.call".to_string(), "redis.pcall".to_string()];
-    for suffix in ["=redis.call", "=redis.pcall"] {
-        callers.extend(script.lines().filter_map(|l| l.strip_prefix("local ")?.strip_suffix(suffix)).map(String::from));
-    }
+    let (script, callers) = host_tests::script::code_and_callers(script);
+    let script = script.as_str();
     let mut out = Vec::new();
     for caller in &callers {
         let opening = format!("{caller}(");
@@ -136,7 +134,8 @@ fn every_command_and_option_of_the_script_exists_in_redis_6_2() {
     // No option hides in a variable: every upper-case literal of the script
     // is an argument of a call seen above (or the error prefix).
     let seen: Vec<&String> = found.iter().flat_map(|(c, t)| std::iter::once(c).chain(t)).collect();
-    for literal in literals(script) {
+    let (code, _) = host_tests::script::code_and_callers(script);
+    for literal in literals(&code) {
         if literal.len() > 1 && literal.chars().all(|c| c.is_ascii_uppercase()) {
             assert!(seen.contains(&&literal), "{literal} is not passed literally to a call");
         }

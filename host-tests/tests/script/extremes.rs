@@ -4,9 +4,10 @@
 //! decision: the script's pairs and saturations must match plain i128 math.
 
 use ratelimit::algorithm::Algorithm::{self, *};
-use ratelimit::call::Op::{self, Charge as G, Check as K, Use as U};
-use ratelimit::call::{DecisionCall, LimitCall};
-use ratelimit::model::{LimitSpec, Model};
+use ratelimit::model::Model;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::Op::{self, Charge as G, Check as K, Use as U};
+use ratelimit::spec::{DecisionCall, LimitCall};
 
 use crate::fixture::{max_ttl, spec, Fixture, T0};
 

@@ -8,9 +8,10 @@
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, DecisionResult, LimitCall, Op, ScriptCall};
-use ratelimit::decision::Decision;
-use ratelimit::model::LimitSpec;
+use ratelimit::outcome::LimitOutcome;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::store::script_call::{DecisionResult, ScriptCall};
 
 /// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
 pub const T0: u64 = 1_700_000_000_000;
@@ -53,13 +54,13 @@ impl Fixture {
 
     /// Decides a batch at `now` on both clocks (caller and test store
     /// clock); Redis's error text if it refuses the call.
-    pub fn run(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<Decision>>, String> {
+    pub fn run(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<LimitOutcome>>, String> {
         let call = ScriptCall::new("t", now, batch);
         self.run_call(&call, now)
     }
 
     /// Runs a prepared call at `now`.
-    pub fn run_call(&mut self, call: &ScriptCall, now: u64) -> Result<Vec<Vec<Decision>>, String> {
+    pub fn run_call(&mut self, call: &ScriptCall, now: u64) -> Result<Vec<Vec<LimitOutcome>>, String> {
         every_decided(self.run_each(call, now)?)
     }
 
@@ -73,13 +74,13 @@ impl Fixture {
     }
 
     /// One decision: `identity` uses every one of `limits` for `cost` at `now`.
-    pub fn decide(&mut self, identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> Vec<Decision> {
+    pub fn decide(&mut self, identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> Vec<LimitOutcome> {
         let call = Fixture::call(identity, now, limits, cost);
         self.run_call(&call, now).unwrap().remove(0)
     }
 
     /// One decision of `limits` for `identity` at `now`.
-    pub fn one(&mut self, identity: &str, now: u64, limits: &[LimitCall]) -> Vec<Decision> {
+    pub fn one(&mut self, identity: &str, now: u64, limits: &[LimitCall]) -> Vec<LimitOutcome> {
         self.run(now, &[DecisionCall { identity, limits }]).unwrap().remove(0)
     }
 
@@ -109,7 +110,7 @@ impl Fixture {
 pub type Row = (bool, u64, u64, i64);
 
 /// `d` as a table row.
-pub fn row(d: &Decision) -> Row {
+pub fn row(d: &LimitOutcome) -> Row {
     (d.allowed, d.remaining, d.reset_ms, d.retry_after_ms.map_or(-1, |r| r as i64))
 }
 
@@ -122,5 +123,5 @@ pub fn max_ttl(spec: &LimitSpec) -> i64 {
         Algorithm::FixedWindow | Algorithm::SlidingLog => window,
         Algorithm::TokenBucket | Algorithm::Gcra => (2 * burst * window + limit - 1) / limit,
     };
-    longest.min(ratelimit::call::TOP as i128) as i64
+    longest.min(ratelimit::spec::TOP as i128) as i64
 }

@@ -13,6 +13,7 @@ mod compat;
 mod concurrency;
 mod extremes;
 mod fixture;
+mod lines;
 mod offsets;
 mod ops;
 mod properties;

@@ -4,7 +4,7 @@
 //! aligned windows' (`fw`).
 
 use ratelimit::algorithm::Algorithm::FixedWindow;
-use ratelimit::call::{LimitCall, Op};
+use ratelimit::spec::{LimitCall, Op};
 
 use crate::fixture::{row, spec, Fixture, Row, T0};
 

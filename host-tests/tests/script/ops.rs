@@ -4,8 +4,8 @@
 //! never writes; a charge always does.
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::call::Op::{self, Charge as G, Check as K, Use as U};
-use ratelimit::model::LimitSpec;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::Op::{self, Charge as G, Check as K, Use as U};
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};
 

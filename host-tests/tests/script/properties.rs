@@ -8,8 +8,9 @@
 
 use proptest::prelude::*;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::call::{DecisionCall, LimitCall, Op};
-use ratelimit::model::{LimitSpec, Model};
+use ratelimit::model::Model;
+use ratelimit::spec::LimitSpec;
+use ratelimit::spec::{DecisionCall, LimitCall, Op};
 
 use crate::fixture::{max_ttl, spec, Fixture, T0};
 

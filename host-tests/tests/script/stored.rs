@@ -7,14 +7,15 @@
 
 use host_tests::bench::redis_info::command_stat;
 use ratelimit::algorithm::Algorithm::{FixedWindow, Gcra, SlidingLog, SlidingWindow, TokenBucket};
-use ratelimit::call::{DecisionCall, Op, ScriptCall};
+use ratelimit::spec::{DecisionCall, Op};
+use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
 
 /// One decision of `identity` using `spec` once, on the plain test build
 /// (real TTLs): the first key of the call, and whether it was allowed or
 /// the error the call ended with.
-fn try_decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (String, Result<bool, String>) {
+fn try_decide(f: &mut Fixture, identity: &str, spec: ratelimit::spec::LimitSpec) -> (String, Result<bool, String>) {
     let limits = [limit(spec, Op::Use(1))];
     let call = ScriptCall::new("t", T0, &[DecisionCall { identity, limits: &limits }]);
     let sha = f.plain_sha.clone();
@@ -23,7 +24,7 @@ fn try_decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec
 }
 
 /// As `try_decide`, for a call that must succeed: (allowed, first key).
-fn decide(f: &mut Fixture, identity: &str, spec: ratelimit::model::LimitSpec) -> (bool, String) {
+fn decide(f: &mut Fixture, identity: &str, spec: ratelimit::spec::LimitSpec) -> (bool, String) {
     let (key, allowed) = try_decide(f, identity, spec);
     (allowed.unwrap(), key)
 }

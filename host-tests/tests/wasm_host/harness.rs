@@ -80,7 +80,7 @@ fn the_webdis_call_is_what_webdis_expects() {
     assert_eq!((get(":method"), get(":path"), get(":authority")), (Some("POST"), Some("/"), Some("store")));
     // The shipped webdis.json's credential, as basic auth (webdis answered: it matched).
     let (user, password) = host_tests::webdis::credential();
-    let basic = ratelimit::store::webdis::authorization(&user, &ratelimit::config::Secret::new(password)).unwrap();
+    let basic = ratelimit::store::webdis::authorization(&user, &ratelimit::secret::Secret::new(password)).unwrap();
     assert_eq!(get("authorization"), Some(basic.expose()));
     let args = call.request.args();
     // Protocol v3: one key; now, one spec (fw, 5, 1 h, burst 5), one shape

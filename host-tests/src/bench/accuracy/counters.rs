@@ -94,7 +94,8 @@ mod tests {
     fn count_all_agrees_with_the_model_on_admitted_only_traffic() {
         // Below the limit the model admits everything, so it counts all too.
         use ratelimit::algorithm::Algorithm;
-        use ratelimit::model::{ClientModel, LimitSpec};
+        use ratelimit::model::ClientModel;
+        use ratelimit::spec::LimitSpec;
         let spec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 1000, window_ms: 1000, burst: 1000 };
         let mut model = ClientModel::new(&[spec]);
         let mut counter = CountAll::new(1000);

@@ -5,7 +5,8 @@
 //! volumes agree: once their histories differ they admit different requests.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::model::{ClientModel, LimitSpec};
+use ratelimit::model::ClientModel;
+use ratelimit::spec::LimitSpec;
 
 use super::counters::worst_window;
 use super::traces::{trace, Shape, WINDOW_MS};

@@ -5,8 +5,8 @@
 
 use super::super::{begin, Env, Outcome, Start};
 use crate::config::Config;
-use crate::decision::Decision;
 use crate::metrics::fake::FakeMetrics;
+use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::fake::FakeRequest;
 use crate::shared::fake::FakeShared;
@@ -44,7 +44,7 @@ impl World {
 
     /// A chat request of `key` from 10.0.0.1, its decisions answered with
     /// `ip` (the address rule's) and `llm` (the LLM rule's: requests, tokens).
-    fn chat(&self, key: &str, ip: Decision, llm: [Decision; 2]) -> Outcome {
+    fn chat(&self, key: &str, ip: LimitOutcome, llm: [LimitOutcome; 2]) -> Outcome {
         let env = Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0 };
         let req = FakeRequest::new("POST", "/v1/chat/completions").with("x-api-key", key);
         match begin(&env, &req, || NOW) {
@@ -52,7 +52,7 @@ impl World {
             Start::Wait(mut p) => {
                 let mut out = None;
                 for i in 0..p.decisions.len() {
-                    let reply: Result<Vec<Decision>, StoreError> =
+                    let reply: Result<Vec<LimitOutcome>, StoreError> =
                         Ok(if p.decisions[i].rules == [1] { vec![ip] } else { llm.to_vec() });
                     out = p.on_reply(&env, i, reply);
                 }
@@ -62,12 +62,12 @@ impl World {
     }
 }
 
-fn allow(remaining: u64, reset_ms: u64) -> Decision {
-    Decision { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
+fn allow(remaining: u64, reset_ms: u64) -> LimitOutcome {
+    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
 }
 
-fn deny(remaining: u64, reset_ms: u64, retry: u64) -> Decision {
-    Decision { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
+fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
+    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
 }
 
 fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {

@@ -17,72 +17,14 @@
 //! failed alone, nothing of it was written, the others were decided.
 
 use crate::algorithm::Algorithm;
-use crate::decision::Decision;
 use crate::keys::limit_keys;
-use crate::model::LimitSpec;
+use crate::outcome::LimitOutcome;
+use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 use crate::store::{redis_error, StoreError};
 
-/// The most decisions one call may carry (the script refuses more).
-pub const MAX_DECISIONS: usize = 256;
-/// The most limits one decision may have, and distinct specs one call.
-pub const MAX_LIMITS: usize = 64;
-/// The largest time or count the script reports: 2^53 - 1.
-pub const TOP: u64 = (1 << 53) - 1;
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
 pub const ERROR_TEXT: usize = 66;
-
-/// What one limit does in a decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    /// Consume this many units if every limit of the decision admits.
-    Use(u64),
-    /// Allowed iff this many units remain (the reserve); consumes nothing.
-    Check(u64),
-    /// Add this many units whatever is left, going into debt if need be.
-    Charge(u64),
-}
-
-impl Op {
-    /// The op's code in ARGV.
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            Op::Use(_) => "u",
-            Op::Check(_) => "k",
-            Op::Charge(_) => "g",
-        }
-    }
-
-    /// Its amount: the cost, the reserve or the charge.
-    pub(crate) fn amount(self) -> u64 {
-        match self {
-            Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
-        }
-    }
-}
-
-/// One limit of one decision.
-#[derive(Clone, Copy, Debug)]
-pub struct LimitCall<'a> {
-    /// The rule the limit belongs to (part of its keys).
-    pub rule: &'a str,
-    /// The limit.
-    pub spec: LimitSpec,
-    /// What the decision does with it.
-    pub op: Op,
-    /// fixed_window only: shifts its window boundaries by this many ms
-    /// (less than the window); `None` = aligned windows (offset 0).
-    pub offset_ms: Option<u64>,
-}
-
-/// One decision: limits of ONE identity, decided together (all or nothing
-/// when they use and check; a charge is always applied).
-pub struct DecisionCall<'a> {
-    /// The client's escaped identity (the keys' hash tag).
-    pub identity: &'a str,
-    /// Its limits, in reply order.
-    pub limits: &'a [LimitCall<'a>],
-}
 
 /// The script's reply as the transports read it: its values as integers,
 /// and the texts that stood in place of some (the errors of the decisions
@@ -119,9 +61,9 @@ impl From<Vec<i64>> for ScriptReply {
     }
 }
 
-/// One decision's result: one `Decision` per limit, or why the store gave
+/// One decision's result: one `LimitOutcome` per limit, or why the store gave
 /// none.
-pub type DecisionResult = Result<Vec<Decision>, StoreError>;
+pub type DecisionResult = Result<Vec<LimitOutcome>, StoreError>;
 
 /// KEYS and ARGV of one EVALSHA, and what is needed to decode its reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -203,7 +145,7 @@ impl ScriptCall {
         call
     }
 
-    /// Splits the reply into one result per decision: its `Vec<Decision>`,
+    /// Splits the reply into one result per decision: its `Vec<LimitOutcome>`,
     /// checking that every value is possible for its limit, or the Redis
     /// error that failed it alone (bounded and printable: its rule's
     /// failure policy applies to it only). A reply that is not one the
@@ -233,13 +175,13 @@ impl ScriptCall {
                     out.push(Err(redis_error(text)));
                 }
                 None => {
-                    let mut decisions = Vec::with_capacity(n);
+                    let mut outcomes = Vec::with_capacity(n);
                     for (l, bounds) in self.bounds.get(at..at + n).unwrap_or_default().iter().enumerate() {
                         let values = reply.ints.get(start + l * 4..start + l * 4 + 4).unwrap_or_default();
-                        let d = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
-                        decisions.push(d);
+                        let o = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
+                        outcomes.push(o);
                     }
-                    out.push(Ok(decisions));
+                    out.push(Ok(outcomes));
                 }
             }
             at += n;
@@ -292,11 +234,11 @@ impl Bounds {
         Bounds { capacity, longest_ms, never_fits }
     }
 
-    /// The decision if `values` are possible: allowed exactly when the
+    /// The outcome if `values` are possible: allowed exactly when the
     /// retry is 0, -1 exactly for an amount that never fits.
-    fn check(&self, values: &[i64]) -> Option<Decision> {
+    fn check(&self, values: &[i64]) -> Option<LimitOutcome> {
         let &[allowed, remaining, reset, retry] = values else { return None };
-        let d = Decision::from_wire(allowed, remaining, reset, retry)?;
+        let d = LimitOutcome::from_wire(allowed, remaining, reset, retry)?;
         let retry_ok = match d.retry_after_ms {
             None => self.never_fits && !d.allowed,
             Some(0) => d.allowed && !self.never_fits,

@@ -1,22 +1,16 @@
-//! `store`: where the counters live and how the filter calls them.
+//! The `store` setting: where the counters live and how the filter calls
+//! them (the calls themselves are the `store` module's).
 
 use std::num::NonZeroU32;
 
-use super::credential::{parse_credential, Secret};
+use super::credential::parse_credential;
 use super::duration::{parse_ms, DURATION_HELP};
 use super::error::ConfigError;
 use super::json::{Obj, Result};
 use crate::json::Value;
+use crate::secret::Secret;
+use crate::store::Transport;
 use crate::time::Millis;
-
-/// How the filter reaches Redis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// HTTP calls to a webdis gateway (stock Envoy).
-    Webdis,
-    /// The Redis-call hostcalls of Higress-built Envoy (`ratelimit-redis.wasm`).
-    Redis,
-}
 
 /// The circuit breaker in front of the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,24 +24,24 @@ pub struct Breaker {
 /// How decisions share store calls, per worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Batching {
-    /// Store calls in flight at most; decisions that arrive while this many
+    /// StoreSettings calls in flight at most; decisions that arrive while this many
     /// are out wait and go together in the next call.
     pub max_in_flight: NonZeroU32,
     /// Decisions one call carries at most.
     pub max_decisions: NonZeroU32,
 }
 
-/// Store calls in flight per worker when the configuration says nothing:
+/// StoreSettings calls in flight per worker when the configuration says nothing:
 /// chosen by measurement (BENCHMARKS.md, "Batching").
 pub const DEFAULT_IN_FLIGHT: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
 /// Decisions per call when the configuration says nothing.
 pub const DEFAULT_DECISIONS: NonZeroU32 = NonZeroU32::MIN.saturating_add(31);
 /// The most decisions the script takes in one call.
-pub const MAX_DECISIONS: u64 = 256;
+pub const MAX_DECISIONS: u64 = crate::spec::MAX_DECISIONS as u64;
 
-/// Where the counters live.
+/// The `store` setting: where the counters live.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Store {
+pub struct StoreSettings {
     /// webdis or redis.
     pub transport: Transport,
     /// The Envoy cluster to call.
@@ -100,7 +94,7 @@ fn non_zero(n: u64) -> NonZeroU32 {
 }
 
 /// Parses `store`.
-pub fn parse_store(v: &Value) -> Result<Store> {
+pub fn parse_store(v: &Value) -> Result<StoreSettings> {
     let o = Obj::new(v, "store", STORE_FIELDS)?;
     let transport = match o.str("transport")? {
         None | Some("webdis") => Transport::Webdis,
@@ -147,7 +141,7 @@ pub fn parse_store(v: &Value) -> Result<Store> {
             }
         }
     };
-    Ok(Store {
+    Ok(StoreSettings {
         transport,
         cluster: cluster.to_string(),
         authority: authority.to_string(),

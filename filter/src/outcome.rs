@@ -3,7 +3,7 @@
 /// The outcome of one limit for one request. Nothing is computed twice to
 /// make headers: these are the header values, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub struct LimitOutcome {
     /// Whether this limit admits the request.
     pub allowed: bool,
     /// Requests of cost 1 still admissible now (after this one, if allowed).
@@ -16,15 +16,15 @@ pub struct Decision {
     pub retry_after_ms: Option<u64>,
 }
 
-impl Decision {
-    /// Builds a decision from the script's four integers per limit.
-    pub fn from_wire(allowed: i64, remaining: i64, reset_ms: i64, retry_after_ms: i64) -> Option<Decision> {
+impl LimitOutcome {
+    /// Builds an outcome from the script's four integers per limit.
+    pub fn from_wire(allowed: i64, remaining: i64, reset_ms: i64, retry_after_ms: i64) -> Option<LimitOutcome> {
         let allowed = match allowed {
             1 => true,
             0 => false,
             _ => return None,
         };
-        Some(Decision {
+        Some(LimitOutcome {
             allowed,
             remaining: u64::try_from(remaining).ok()?,
             reset_ms: u64::try_from(reset_ms).ok()?,
@@ -45,21 +45,21 @@ mod tests {
     #[wasm_bindgen_test]
     fn wire_values_map_to_a_decision() {
         assert_eq!(
-            Decision::from_wire(0, 0, 1500, -1),
-            Some(Decision { allowed: false, remaining: 0, reset_ms: 1500, retry_after_ms: None })
+            LimitOutcome::from_wire(0, 0, 1500, -1),
+            Some(LimitOutcome { allowed: false, remaining: 0, reset_ms: 1500, retry_after_ms: None })
         );
         assert_eq!(
-            Decision::from_wire(1, 4, 1000, 0),
-            Some(Decision { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) })
+            LimitOutcome::from_wire(1, 4, 1000, 0),
+            Some(LimitOutcome { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) })
         );
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn impossible_wire_values_are_refused() {
-        assert_eq!(Decision::from_wire(2, 0, 0, 0), None);
-        assert_eq!(Decision::from_wire(1, -3, 0, 0), None);
-        assert_eq!(Decision::from_wire(1, 0, -1, 0), None);
-        assert_eq!(Decision::from_wire(0, 0, 0, -2), None);
+        assert_eq!(LimitOutcome::from_wire(2, 0, 0, 0), None);
+        assert_eq!(LimitOutcome::from_wire(1, -3, 0, 0), None);
+        assert_eq!(LimitOutcome::from_wire(1, 0, -1, 0), None);
+        assert_eq!(LimitOutcome::from_wire(0, 0, 0, -2), None);
     }
 }

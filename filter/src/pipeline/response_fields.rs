@@ -69,12 +69,12 @@ pub(super) fn ietf_fields(config: &Config, listed: &[Listed], states: &[Shown], 
     }
     let named: Vec<Shown> = states
         .iter()
-        .filter(|s| s.policy.and_then(|p| counts_requests(config, p)).is_some() && !(refused && s.decision.allowed))
+        .filter(|s| s.policy.and_then(|p| counts_requests(config, p)).is_some() && !(refused && s.outcome.allowed))
         .copied()
         .collect();
     if let Some((s, p)) = most_restrictive(&named).and_then(|s| s.policy.map(|p| (s, p))) {
         if let Some((name, _)) = counts_requests(config, p) {
-            let d = &s.decision;
+            let d = &s.outcome;
             let until = if d.allowed { d.reset_ms } else { d.retry_after_ms.unwrap_or(d.reset_ms) };
             headers.push(("ratelimit", state_field(name, d.remaining, until, p.partition)));
         }

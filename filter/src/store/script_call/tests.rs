@@ -1,4 +1,5 @@
 use super::*;
+use crate::spec::LimitCall;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
@@ -102,8 +103,8 @@ fn ints(values: &[i64]) -> ScriptReply {
     values.to_vec().into()
 }
 
-fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> Decision {
-    Decision { allowed, remaining, reset_ms, retry_after_ms }
+fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> LimitOutcome {
+    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -1,0 +1,79 @@
+//! What the decision script is asked: each limit's parameters
+//! (`LimitSpec`) and what a decision does with it (`Op`), one decision's
+//! limits (`DecisionCall`), and the script's bounds. `store::script_call`
+//! writes them as the script's KEYS and ARGV; the reference model
+//! (`model`) decides them in Rust.
+
+use crate::algorithm::Algorithm;
+
+/// One limit's parameters as the script receives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitSpec {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Requests (cost units) per window.
+    pub limit: u64,
+    /// Window length in milliseconds.
+    pub window_ms: u64,
+    /// Bucket capacity (token_bucket) or back-to-back requests (gcra).
+    pub burst: u64,
+}
+
+/// The most decisions one call may carry (the script refuses more).
+pub const MAX_DECISIONS: usize = 256;
+/// The most limits one decision may have, and distinct specs one call.
+pub const MAX_LIMITS: usize = 64;
+/// The largest time or count the script reports: 2^53 - 1.
+pub const TOP: u64 = (1 << 53) - 1;
+
+/// What one limit does in a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Consume this many units if every limit of the decision admits.
+    Use(u64),
+    /// Allowed iff this many units remain (the reserve); consumes nothing.
+    Check(u64),
+    /// Add this many units whatever is left, going into debt if need be.
+    Charge(u64),
+}
+
+impl Op {
+    /// The op's code in ARGV.
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            Op::Use(_) => "u",
+            Op::Check(_) => "k",
+            Op::Charge(_) => "g",
+        }
+    }
+
+    /// Its amount: the cost, the reserve or the charge.
+    pub(crate) fn amount(self) -> u64 {
+        match self {
+            Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
+        }
+    }
+}
+
+/// One limit of one decision.
+#[derive(Clone, Copy, Debug)]
+pub struct LimitCall<'a> {
+    /// The rule the limit belongs to (part of its keys).
+    pub rule: &'a str,
+    /// The limit.
+    pub spec: LimitSpec,
+    /// What the decision does with it.
+    pub op: Op,
+    /// fixed_window only: shifts its window boundaries by this many ms
+    /// (less than the window); `None` = aligned windows (offset 0).
+    pub offset_ms: Option<u64>,
+}
+
+/// One decision: limits of ONE identity, decided together (all or nothing
+/// when they use and check; a charge is always applied).
+pub struct DecisionCall<'a> {
+    /// The client's escaped identity (the keys' hash tag).
+    pub identity: &'a str,
+    /// Its limits, in reply order.
+    pub limits: &'a [LimitCall<'a>],
+}
