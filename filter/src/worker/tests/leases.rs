@@ -26,6 +26,15 @@ fn warmed(host: &FakeHost, n: u32) -> Worker {
     w
 }
 
+/// The request that makes client "a" hot (stream 100) and the store's
+/// answer to its call: the request's two limits, then the lease's.
+fn hot_request_answered(host: &FakeHost, w: &mut Worker, lease: [[i64; 4]; 2]) -> usize {
+    let call = host.sent.borrow().len();
+    w.on_request(host, 100, &user("/api", "a"));
+    w.on_answer(host, host.token(call), ints(&[allow(900, 30_000), allow(90, 100), lease[0], lease[1]].concat()));
+    call
+}
+
 #[test]
 #[wasm_bindgen_test]
 fn a_hot_clients_decision_brings_a_lease_and_its_next_requests_need_no_store_call() {
@@ -69,14 +78,8 @@ fn a_hot_clients_decision_brings_a_lease_and_its_next_requests_need_no_store_cal
 fn a_refused_lease_admits_nothing_and_the_request_stands_on_its_own_decision() {
     let host = FakeHost::new();
     let mut w = warmed(&host, HOT_AFTER as u32 - 1);
-    let call = host.sent.borrow().len();
-    w.on_request(&host, 100, &user("/api", "a"));
     // The request allowed; the lease does not fit the bucket.
-    w.on_answer(
-        &host,
-        host.token(call),
-        ints(&[allow(900, 30_000), allow(2, 100), allow(896, 30_000), [0, 2, 100, 40]].concat()),
-    );
+    let call = hot_request_answered(&host, &mut w, [allow(896, 30_000), [0, 2, 100, 40]]);
     assert_eq!(*host.resumed.borrow().last().unwrap(), 100);
     assert_eq!(host.metrics.get(0, Event::LeaseGranted), 0);
     assert_eq!(w.on_request(&host, 101, &user("/api", "a")), Action::Pause, "decided by the store");
@@ -90,13 +93,7 @@ fn a_refused_lease_admits_nothing_and_the_request_stands_on_its_own_decision() {
 fn a_lease_in_hand_admits_while_the_store_is_down_and_an_expired_one_does_not() {
     let host = FakeHost::new();
     let mut w = warmed(&host, HOT_AFTER as u32 - 1);
-    let call = host.sent.borrow().len();
-    w.on_request(&host, 100, &user("/api", "a"));
-    w.on_answer(
-        &host,
-        host.token(call),
-        ints(&[allow(900, 30_000), allow(90, 100), allow(896, 30_000), allow(86, 140)].concat()),
-    );
+    hot_request_answered(&host, &mut w, [allow(896, 30_000), allow(86, 140)]);
     host.fail_send.set(true);
     assert_eq!(w.on_request(&host, 101, &user("/api", "a")), Action::Continue, "paid for: admitted");
     // After max_age (1 s) the lease is gone: the store decides (it fails: open).
