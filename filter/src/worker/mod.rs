@@ -7,9 +7,10 @@
 //! goes at once; the others queue and leave together in the next call.
 //! Every call is sent from the root context, so a stream that goes away
 //! takes only its own decisions out of a batch. Every table here is
-//! bounded: the streams by `MAX_STREAMS` (the oldest are forgotten when it
-//! is reached), the queue by `MAX_QUEUED` (a decision beyond it is refused
-//! as overloaded), the charges by `MAX_CHARGES` (merged per client while
+//! bounded: the streams by `MAX_STREAMS` and their age (past it, those
+//! older than the store's timeout allows are forgotten; see `MAX_STREAMS`),
+//! the queue by `MAX_QUEUED` (a decision beyond it is refused as
+//! overloaded), the charges by `MAX_CHARGES` (merged per client while
 //! they wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept
 //! when the host never answers).
 
@@ -42,11 +43,18 @@ use crate::store::transport;
 use crate::store::StoreError;
 use usage_watch::{Decoders, UsageWatch};
 
-/// Decisions and charges waiting for a call, per worker, at most: one per
-/// stream the worker may hold, so a burst of streams never meets it.
+/// Decisions and charges waiting for a call, per worker, at most (one more
+/// is refused as overloaded): as many as `MAX_STREAMS`, so a burst of
+/// requests of one decision each fits; a request has one decision per key
+/// group of the rules it matches, and each waits in this queue.
 pub const MAX_QUEUED: usize = MAX_STREAMS;
-/// Streams tracked per worker at most (paused ones, or ones whose response
-/// still needs headers).
+/// Streams tracked per worker (paused ones, or ones whose response still
+/// needs headers) before old ones are forgotten: when a stream is to be
+/// tracked and this many are, every stream older than four times the
+/// store timeout plus `UNANSWERED_GRACE_MS` is ended as if the host had
+/// ended it. Younger ones stay (each is a request the host holds, and
+/// leaves when its stream ends), so the table exceeds this only while
+/// that many requests are that young.
 pub const MAX_STREAMS: usize = 65_536;
 /// How long past its timeout a call may stay unanswered before the worker
 /// gives up on it (Envoy answers a timed-out call itself; a host that
