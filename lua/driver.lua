@@ -2,28 +2,42 @@
 -- decision covers limits of ONE client; decisions run in order, each seeing
 -- the writes of those before it.
 --
--- KEYS: per decision, per limit, in order: sliding_window two (current,
---       previous window), every other algorithm one.
--- ARGV: now (the caller's clock, ms), S, then S specs of 4: code (sw, fw,
---       tb, sl, gc), limit, window_ms, burst; then H, then H shapes: L,
---       then L limits of 4: spec (1-based index into the specs), op, amount,
---       offset; then D, then per decision its shape (1-based index into the
---       shapes: what it does with which limits, written once however many
---       decisions do the same). The test build appends its clock (CLOCK_ARGS).
---       op u: use (consume amount if the whole decision admits);
---       op k: check (allowed iff amount units remain; writes nothing);
---       op g: charge (add amount unconditionally, into debt if need be).
---       A shape is request-time (u and k) or a charge (only g); g on sl
---       is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
--- Reply: per decision, per limit: allowed (1/0), remaining, reset_ms,
---       retry_after_ms (0 when allowed; -1 when amount can never fit).
---       For g: allowed = at least one unit remains after the charge, and
---       retry_after_ms = until one unit remains.
---       A decision that met a Redis error (a key of another type under a
---       sliding_log's name: WRONGTYPE) failed alone: in its slots, the
---       error's text (a string, at most ERROR_TEXT bytes) in place of its
---       first allowed, then zeros; nothing of it was written, and the other
---       decisions are decided as usual.
+-- THE CALL: its layout is written here and nowhere else. Rust's encoder
+-- (filter/src/store/script_call.rs) writes it; the tests in
+-- filter/src/store/script_call/layout.rs read the three @ lines and check
+-- the encoder and the decoder against them; README and the Rust docs
+-- point here. `N*(...)`: N times what the parentheses hold; a name in
+-- capitals is a count, read before what it counts.
+--
+-- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1
+-- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
+-- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
+--
+-- KEYS: sliding_window's two are the current and the previous window's
+--   counter; the caller's clock picks them (filter/src/keys.rs).
+-- now: the caller's clock (ms): sw and fw decide on it; the others read
+--   Redis TIME.
+-- S specs (1 to MAX_SPECS): code (sw, fw, tb, sl, gc), limit, window_ms,
+--   burst.
+-- H shapes (1 to MAX_DECISIONS): what a decision does with which limits,
+--   written once however many decisions do the same: L limits (1 to
+--   MAX_LIMITS), each its spec (1-based index into the specs), op, amount
+--   and offset.
+--   op u: use (consume amount if the whole decision admits);
+--   op k: check (allowed iff amount units remain; writes nothing);
+--   op g: charge (add amount unconditionally, into debt if need be).
+--   A shape is request-time (u and k) or a charge (only g); g on sl
+--   is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
+-- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
+--   shapes). The test build appends its clock (CLOCK_ARGS).
+-- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
+--   allowed; -1 when amount can never fit). For g: allowed = at least one
+--   unit remains after the charge, and retry_after_ms = until one unit
+--   remains. A decision that met a Redis error (a key of another type
+--   under a sliding_log's name: WRONGTYPE) failed alone: in its slots, the
+--   error's text (a string, at most ERROR_TEXT bytes) in place of its
+--   first allowed, then zeros; nothing of it was written, and the other
+--   decisions are decided as usual.
 --
 -- All or nothing per request-time decision: its u writes are applied only
 -- if every limit allows. Anything invalid is refused before any key is read
@@ -68,6 +82,24 @@ local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of 
 -- replaces (the filter bounds a reply by its integers' count).
 local ERROR_TEXT = 66
 
+-- Lua in Redis pays for every table a call makes, so what the call reads
+-- and queues lives in a few flat tables, a fixed number of slots per entry:
+-- entry i of a table of N slots each starts after slot N x (i - 1), and
+-- each slot has a name.
+-- sp, the specs: its four arguments, then P1..P4, what every decision on
+-- the spec shares (computed once per call; see the spec loop).
+local SPEC_SLOTS, S_CODE, S_LIMIT, S_WINDOW, S_BURST, S_P1, S_P2, S_P3, S_P4 = 8, 1, 2, 3, 4, 5, 6, 7, 8
+-- hs, the shapes: where its limits start in lq (the slot before them), how
+-- many limits, how many keys they take, whether it charges.
+local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE = 4, 1, 2, 3, 4
+-- lq, every shape's limits, in order: its spec's index, op, amount, offset.
+local LIMIT_SLOTS, L_SPEC, L_OP, L_AMOUNT, L_OFFSET = 4, 1, 2, 3, 4
+-- wq, one decision's queued writes: key, value, PX, and how (see the
+-- decision loop).
+local WRITE_SLOTS, W_KEY, W_VALUE, W_PX, W_HOW = 4, 1, 2, 3, 4
+-- The reply: the @reply values of each limit.
+local REPLY_SLOTS = 4
+
 local function bad(msg)
   return redis.error_reply('ERR ratelimit: ' .. msg)
 end
@@ -85,7 +117,7 @@ local S = posint(argv[2])
 if S == nil or S > MAX_SPECS then
   return bad('the spec count must be an integer from 1 to ' .. MAX_SPECS)
 end
-if nargs < 3 + 4 * S then
+if nargs < 3 + 4 * S then -- now, S, the specs, H
   return bad('too few arguments')
 end
 
@@ -96,8 +128,7 @@ end
 -- spends most of its time on the decisions.
 
 -- The spec table, validated once, with what every decision on a spec
--- shares, computed once: spec s has the 8 slots from 8 x (s - 1): code,
--- limit, window, burst, then p1..p4: for tb and gc the tolerance (burst x
+-- shares, computed once: P1..P4 are, for tb and gc, the tolerance (burst x
 -- window units) and the debt cap as (whole ms, remainder in 1/limit ms);
 -- for sw the elapsed part of the window and the TTL of its writes, as a
 -- number and as the text of their PX; for fw the elapsed part of an
@@ -120,9 +151,9 @@ for s = 1, S do
   elseif c == 'sl' and limit > SLIDING_LOG_MAX then
     return bad('spec ' .. s .. ': sliding_log limit is at most ' .. SLIDING_LOG_MAX)
   end
-  local o = 8 * s - 8
-  sp[o + 1], sp[o + 2], sp[o + 3], sp[o + 4] = c, limit, window, burst
-  sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8] = false, false, false, false
+  local o = SPEC_SLOTS * (s - 1)
+  sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST] = c, limit, window, burst
+  sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4] = false, false, false, false
   if c == 'sw' then
     local elapsed = now % window
     -- Until the NEXT window ends this window's key is read as "previous".
@@ -131,11 +162,11 @@ for s = 1, S do
       ttl = TOP
     end
     -- ttl also as the text of its writes' PX: formatted once per call.
-    sp[o + 5], sp[o + 6], sp[o + 7] = elapsed, ttl, fmt('%d', ttl)
+    sp[o + S_P1], sp[o + S_P2], sp[o + S_P3] = elapsed, ttl, fmt('%d', ttl)
   elseif c == 'fw' then
     -- Where now is in an aligned window, and the PX of its writes as text.
     local elapsed = now % window
-    sp[o + 5], sp[o + 6] = elapsed, fmt('%d', window - elapsed)
+    sp[o + S_P1], sp[o + S_P2] = elapsed, fmt('%d', window - elapsed)
   elseif c == 'tb' or c == 'gc' then
     local tol = burst * window
     local q = floor(tol / limit)
@@ -149,15 +180,12 @@ for s = 1, S do
     if c2 > TOP then
       c2, r2 = TOP, 0
     end
-    sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8] = q, r, c2, r2
+    sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4] = q, r, c2, r2
   end
   a = a + 4
 end
 
 -- Every shape, limit and decision, validated before any key is touched.
--- Shape h has the 4 slots from 4 x (h - 1) in hs: where its limits start
--- in lq (less one), how many, its keys, whether it charges; each limit the
--- 4 slots from 4 x (its number - 1) in lq: spec, op, amount, offset.
 -- Shapes are few: the work per decision is a lookup in `shape`, which maps
 -- the text of a shape index to the index, filled as decisions use them.
 local H = posint(argv[a])
@@ -174,14 +202,17 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  local charge, nk, at = argv[a + 2] == 'g', 0, 4 * h - 4
-  hs[at + 1], hs[at + 2], hs[at + 4] = 4 * n, L, charge
+  -- A charge if its first limit's op is g (every op must agree).
+  local charge, nk, at = argv[a + 2] == 'g', 0, SHAPE_SLOTS * (h - 1)
+  hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
   for i = 1, L do
+    -- argv[a] is the argument before this limit's spec, op, amount, offset.
     local s = posint(argv[a + 1])
     if not (s and s <= S) then
       return bad_limit(h, i, 'spec must be an index into the specs')
     end
-    local c, window = sp[8 * s - 7], sp[8 * s - 5]
+    local so = SPEC_SLOTS * (s - 1)
+    local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
     if op ~= 'u' and op ~= 'k' and op ~= 'g' then
       return bad_limit(h, i, 'op must be u, k or g')
@@ -205,7 +236,8 @@ for h = 1, H do
         return bad_limit(h, i, 'offset applies to fw only')
       end
     end
-    lq[4 * n + 1], lq[4 * n + 2], lq[4 * n + 3], lq[4 * n + 4] = s, op, amount, offset
+    local o = LIMIT_SLOTS * n
+    lq[o + L_SPEC], lq[o + L_OP], lq[o + L_AMOUNT], lq[o + L_OFFSET] = s, op, amount, offset
     n = n + 1
     if c == 'sw' then
       nk = nk + 2
@@ -221,7 +253,7 @@ for h = 1, H do
     end
     a = a + 4
   end
-  hs[at + 3] = nk
+  hs[at + H_KEYS] = nk
   a = a + 1
 end
 local D = posint(argv[a])
@@ -243,7 +275,7 @@ for d = 1, D do
     end
     shape[text] = h
   end
-  keys_needed = keys_needed + hs[4 * h - 1]
+  keys_needed = keys_needed + hs[SHAPE_SLOTS * (h - 1) + H_KEYS]
   a = a + 1
 end
 if #keys ~= keys_needed then
@@ -283,11 +315,11 @@ if has_strings then
 end
 
 local reply = {}
--- A decision's queued writes, 4 slots each from 4 x (w - 1): key, value,
--- PX, and how: false for SET ... PX, true to raise a count held by INCRBY
--- (value: what to add; PX: what to give it if it has no TTL); for sl the
--- clock t, the value and PX being its amount and window (see
--- sliding_log_write.lua).
+-- A decision's queued writes (wq): key, value, PX, and how: false for
+-- SET ... PX, true to raise a count held by INCRBY (value: what to add;
+-- PX: what to give it if it has no TTL); for sl the clock t, the value and
+-- PX being its amount and window (see sliding_log_write.lua). nw: the
+-- slots used.
 local wq = { false, false, false, false }
 -- The batch's writes to string keys, applied at the end: in val, what sw
 -- and fw added to the count a key held, a new count, or a tb or gc state;
@@ -295,15 +327,15 @@ local wq = { false, false, false, false }
 local val, px, ex = {}, {}, {}
 local k, r = 1, 0
 for d = first, first + D - 1 do
-  local at = 4 * shape[argv[d]] - 4
-  local x, nw, all, charge, failed = hs[at + 1], 0, true, hs[at + 4], false
+  local at = SHAPE_SLOTS * (shape[argv[d]] - 1)
+  local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
   local k0, r0 = k, r
-  for _ = 1, hs[at + 2] do
-    local s, op, amount, offset = lq[x + 1], lq[x + 2], lq[x + 3], lq[x + 4]
-    x = x + 4
-    local o = 8 * s - 8
-    local c, limit, window, burst = sp[o + 1], sp[o + 2], sp[o + 3], sp[o + 4]
-    local p1, p2, p3, p4 = sp[o + 5], sp[o + 6], sp[o + 7], sp[o + 8]
+  for _ = 1, hs[at + H_LIMITS] do
+    local s, op, amount, offset = lq[x + L_SPEC], lq[x + L_OP], lq[x + L_AMOUNT], lq[x + L_OFFSET]
+    x = x + LIMIT_SLOTS
+    local o = SPEC_SLOTS * (s - 1)
+    local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
+    local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
     local allowed, remaining, reset, retry
     if c == 'sw' then
       --@include sliding_window.lua
@@ -323,22 +355,22 @@ for d = first, first + D - 1 do
     end
     all = all and allowed
     reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
-    r = r + 4
+    r = r + REPLY_SLOTS
   end
   if failed then
     -- Nothing of it is written; its values: the error's text, then zeros.
-    k, r = k0 + hs[at + 3], r0 + 4 * hs[at + 2]
+    k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
     reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
     for i = r0 + 2, r do
       reply[i] = 0
     end
   elseif all or charge then
-    for w = 1, nw, 4 do
-      local key, how = wq[w], wq[w + 3]
+    for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
+      local key, how = wq[w + W_KEY], wq[w + W_HOW]
       if how == false then
-        val[key], px[key] = wq[w + 1], wq[w + 2]
+        val[key], px[key] = wq[w + W_VALUE], wq[w + W_PX]
       elseif how == true then
-        val[key], ex[key] = wq[w + 1], wq[w + 2]
+        val[key], ex[key] = wq[w + W_VALUE], wq[w + W_PX]
       else
         --@include sliding_log_write.lua
       end

@@ -24,16 +24,16 @@ if op == 'g' then
   if count > TOP then
     count = TOP
   end
-  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, ttl, raise
-  nw = nw + 4
+  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, count - base, ttl, raise
+  nw = nw + WRITE_SLOTS
   amount = 1 -- then reported as a check of one unit
 end
 if count + amount <= limit then
   allowed, retry = true, 0
   if op == 'u' then
     count = count + amount
-    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, count - base, ttl, raise
-    nw = nw + 4
+    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, count - base, ttl, raise
+    nw = nw + WRITE_SLOTS
   end
 else
   allowed = false

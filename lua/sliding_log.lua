@@ -38,8 +38,8 @@ if not failed then
     if op == 'u' then
       remaining = remaining - amount
       reset = window
-      wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, amount, window, t
-      nw = nw + 4
+      wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, amount, window, t
+      nw = nw + WRITE_SLOTS
     end
   else
     allowed = false

@@ -6,7 +6,7 @@
 -- back), so the key lives until t leaves the window on Redis's clock.
 -- (A fragment of the driver's write loop: key; its queued value is the
 -- amount, its PX the window, and its clock t.)
-local t, amount, window = wq[w + 3], wq[w + 1], wq[w + 2]
+local t, amount, window = wq[w + W_HOW], wq[w + W_VALUE], wq[w + W_PX]
 local at = fmt('%d', t)
 call('ZREMRANGEBYSCORE', key, '-inf', fmt('%d', t - window))
 local seq = call('ZCOUNT', key, at, at)

@@ -22,8 +22,8 @@ if op == 'g' then
   if cur > TOP then
     cur = TOP
   end
-  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, p3, raise
-  nw = nw + 4
+  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, cur - base, p3, raise
+  nw = nw + WRITE_SLOTS
   amount = 1 -- then reported as a check of one unit
 end
 -- room: what the estimate leaves, x window. Exact whenever it is >= 0;
@@ -34,8 +34,8 @@ if room >= amount * window then
   if op == 'u' then
     cur = cur + amount
     room = room - amount * window
-    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, cur - base, p3, raise
-    nw = nw + 4
+    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, cur - base, p3, raise
+    nw = nw + WRITE_SLOTS
   end
 else
   allowed = false

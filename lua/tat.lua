@@ -49,8 +49,8 @@ if op == 'g' then
   else
     q = q + xq
   end
-  wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
-  nw = nw + 4
+  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+  nw = nw + WRITE_SLOTS
   amount = 1 -- then reported as a check of one unit
 end
 -- The room for amount: tolerance - amount x window, as a pair.
@@ -69,8 +69,8 @@ if amount <= burst and (q < sq or (q == sq and r <= sr)) then
     else
       q, r = q + xq, r + x
     end
-    wq[nw + 1], wq[nw + 2], wq[nw + 3], wq[nw + 4] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
-    nw = nw + 4
+    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+    nw = nw + WRITE_SLOTS
   end
 else
   allowed = false

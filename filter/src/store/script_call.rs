@@ -1,20 +1,16 @@
 //! The decision script's protocol (v3) on the Rust side, and its only
 //! owner here: the KEYS and ARGV of one call carrying a batch of
-//! decisions, and the decoding of its reply. The script's side is the
-//! header of `lua/driver.lua`.
+//! decisions, and the decoding of its reply.
 //!
-//! KEYS: per decision, per limit: sliding_window two keys (current and
-//! previous window), every other algorithm one (see `keys`).
-//! ARGV: `now`, `S`, S specs × (`code`, `limit`, `window_ms`, `burst`), `H`,
-//! H shapes × (`L`, L limits × (`spec` (1-based), `op` (`u`, `k`, `g`),
-//! `amount`, `offset`)), `D`, then per decision its shape (1-based): a
-//! batch of decisions doing the same sends what they do once (the script
-//! reads and checks fewer arguments).
-//! Reply: per decision, per limit, `allowed`, `remaining`, `reset_ms`,
-//! `retry_after_ms` (-1: the amount can never fit). A decision that met a
-//! Redis error inside the script (a key of another type: `WRONGTYPE`) has
-//! the error's text in place of its first value and zeros after it: it
-//! failed alone, nothing of it was written, the others were decided.
+//! Their layout is written once, at the top of `lua/driver.lua` (its
+//! `@keys`, `@argv` and `@reply` lines, and what they mean); the tests in
+//! `layout.rs` read those lines and check `ScriptCall::new` and
+//! `ScriptCall::decode` against them. A batch of decisions doing the same
+//! sends what they do once (one shape), so the script reads and checks
+//! fewer arguments. A decision that met a Redis error inside the script
+//! (`WRONGTYPE`) has the error's text in place of its first value and
+//! zeros after it: it failed alone, nothing of it was written, the others
+//! were decided.
 
 use crate::algorithm::Algorithm;
 use crate::keys::limit_keys;
@@ -70,7 +66,7 @@ pub type DecisionResult = Result<Vec<LimitOutcome>, StoreError>;
 pub struct ScriptCall {
     /// Redis keys; those of one decision carry its identity's hash tag.
     pub keys: Vec<String>,
-    /// The arguments (see the module documentation).
+    /// The arguments (laid out as `lua/driver.lua`'s `@argv` says).
     pub args: Vec<String>,
     /// Per limit, what its reply may say.
     bounds: Vec<Bounds>,
@@ -248,5 +244,7 @@ impl Bounds {
     }
 }
 
+#[cfg(test)]
+mod layout;
 #[cfg(test)]
 mod tests;

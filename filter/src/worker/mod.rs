@@ -51,11 +51,11 @@ use usage_watch::{Decoders, UsageWatch};
 pub const MAX_QUEUED: usize = MAX_STREAMS;
 /// Streams tracked per worker (paused ones, or ones whose response still
 /// needs headers) before old ones are forgotten: when a stream is to be
-/// tracked and this many are, every stream older than 4 x (the store
-/// timeout plus `UNANSWERED_GRACE_MS`) is ended as if the host had ended it. Younger
-/// ones stay (each is a request the host holds, and leaves when its
-/// stream ends), so the table exceeds this only while that many requests
-/// are that young.
+/// tracked and this many are, every stream older than four times the
+/// store timeout plus `UNANSWERED_GRACE_MS` is ended as if the host had
+/// ended it. Younger ones stay (each is a request the host holds, and
+/// leaves when its stream ends), so the table exceeds this only while
+/// that many requests are that young.
 pub const MAX_STREAMS: usize = 65_536;
 /// How long past its timeout a call may stay unanswered before the worker
 /// gives up on it (Envoy answers a timed-out call itself; a host that

@@ -48,17 +48,16 @@ fn a_volatile_ttl_redis_stays_quiet() {
     let config = r#"{"store":{"cluster":"ratelimit_store","authority":"webdis","stats_interval":"200ms"},
         "rules":[{"name":"api","key":["client_ip"],"limits":[{"limit":100,"window":"1m"}]}]}"#;
     let stack = Stack::start(config);
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg("volatile-ttl")
-        .query(&mut stack.redis.connect())
-        .unwrap();
+    let mut c = stack.redis.connect();
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("volatile-ttl").query(&mut c).unwrap();
+    // Set after the policy: an INFO that shows it was read after both.
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("3mb").query(&mut c).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while stack.envoy.stat("wasmcustom.ratelimit.store.used_memory_bytes") == 0 {
-        assert!(Instant::now() < deadline, "the store's INFO never arrived");
+    while stack.envoy.stat("wasmcustom.ratelimit.store.maxmemory_bytes") != 3 * 1024 * 1024 {
+        assert!(Instant::now() < deadline, "the store's INFO after the policy never arrived");
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(stack.envoy.stat("wasmcustom.ratelimit.store.used_memory_bytes") > 0);
     assert!(!stack.envoy.log().contains("maxmemory-policy is"));
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.store.evicting_policy"), 0);
 }

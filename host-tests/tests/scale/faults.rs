@@ -1,7 +1,13 @@
 //! Store faults with one proxy: Redis paused (every decision still comes
-//! back within the call's timeout, by the failure policy), Redis restarted
+//! back by its call's timeout, by the failure policy), Redis restarted
 //! empty and webdis killed (both recover with nobody acting), and the open
 //! breaker (no store calls, counted on both sides).
+//!
+//! How long each decision took is printed, never asserted: a loaded
+//! machine stretches it. That a decision waited for one store call's
+//! timeout and no more is shown by Envoy's counters instead: the calls the
+//! filter made, the requests sent to the store's cluster (a retry would be
+//! one more), and the ones that ended by Envoy's timeout.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,13 +26,6 @@ const RULES: &str = r#"
 
 /// The store call's timeout in these tests.
 const TIMEOUT_MS: u64 = 500;
-/// The longest a decision may take: less than two timeouts. One store call
-/// that times out fits with the rest of the timeout to spare for a loaded
-/// machine (Envoy's timer, the local reply, the client's own scheduling;
-/// measured: tens of ms with both cores saturated); a decision that waited
-/// for two calls in a row (a retry), for Envoy's route timeout or for Redis
-/// to come back does not.
-const BOUND_MS: u64 = 2 * TIMEOUT_MS;
 /// Store calls that ended by Envoy's timeout (its async client counts them
 /// on the store's cluster): proof that a decision came from the timeout,
 /// not from a fast failure or by luck.
@@ -84,6 +83,7 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
     let stack = Arc::new(start(1000, "1s"));
     assert_eq!(remaining(&get(&stack, "/closed", "warm")), Some("999"));
     let timeouts_before = stack.envoy.stat(TIMEOUTS);
+    let sent_before = stack.envoy.stat(CALLS_SENT);
     let calls_before = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
     let decisions_before = stack.envoy.stat("wasmcustom.ratelimit.store_decisions");
     stack.redis.process.signal("STOP");
@@ -108,13 +108,15 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
         ms[ms.len() - 1]
     );
     // Every decision waited for its store call's timeout, and no longer:
-    // 36 decisions, in as many calls as batching made, every one timed out.
+    // 36 decisions, in as many calls as batching made, each sent once (no
+    // retry) and ended by Envoy's timeout; each answered by its rule's
+    // failure policy (below), not by a store that came back.
     let calls = stack.envoy.stat("wasmcustom.ratelimit.store_calls") - calls_before;
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.store_decisions") - decisions_before, 36);
     assert!((1..=36).contains(&calls), "{calls} calls");
+    assert_eq!(stack.envoy.stat(CALLS_SENT) - sent_before, calls, "requests sent to the store");
     assert_eq!(stack.envoy.stat(TIMEOUTS) - timeouts_before, calls, "store calls that timed out");
-    for (a, ms) in &answers {
-        assert!(*ms < BOUND_MS, "a decision took {ms} ms (timeout {TIMEOUT_MS} ms): {a:?}");
+    for (a, _) in &answers {
         match a.header("x-ratelimit-limit") {
             // Open: the local fallback bucket (fleet_size 1: the whole limit).
             Some("1000") => assert_eq!(a.status, 200, "{a:?}"),
@@ -139,11 +141,10 @@ fn a_paused_redis_never_holds_a_decision_longer_than_the_timeout() {
 }
 
 /// How many probes the breaker's schedule fits in `ms` after it opened:
-/// waits of 1 s doubling up to `open_ms`, each probe failing at once. The
-/// breaker opened a moment before the test saw its third 503: 100 ms of slack.
+/// waits of 1 s doubling up to `open_ms`, each probe failing at once.
 fn schedule_instants(ms: u64, open_ms: u64) -> u64 {
     let (mut at, mut wait, mut n) = (1_000, 1_000, 0);
-    while at <= ms + 100 {
+    while at <= ms {
         n += 1;
         wait = (wait * 2).min(open_ms);
         at += wait;
@@ -159,14 +160,18 @@ fn while_the_breaker_is_open_a_hundred_requests_make_only_its_probes() {
     let evalsha_before = stack.evalsha_calls();
     let timeouts_before = stack.envoy.stat(TIMEOUTS);
     stack.redis.process.signal("STOP");
-    // Three timeouts open the breaker.
-    for _ in 0..3 {
+    // Three timeouts open the breaker: once the third call's timeout has
+    // run, which is at least TIMEOUT_MS after the third request was sent.
+    let mut opened = Instant::now();
+    for i in 0..3 {
+        if i == 2 {
+            opened = Instant::now() + Duration::from_millis(TIMEOUT_MS);
+        }
         let (a, ms) = timed(&stack, "/closed", "abuser");
+        eprintln!("store paused, call {i}: 503 after {ms} ms (timeout {TIMEOUT_MS} ms)");
         assert_eq!(a.status, 503);
-        assert!(ms < BOUND_MS, "{ms} ms");
     }
     assert_eq!(stack.envoy.stat(TIMEOUTS) - timeouts_before, 3);
-    let opened = Instant::now();
     let calls_open = stack.envoy.stat("wasmcustom.ratelimit.store_calls");
     let sent_open = stack.envoy.stat(CALLS_SENT);
     assert_eq!(calls_open - calls_before, 3);
@@ -179,25 +184,29 @@ fn while_the_breaker_is_open_a_hundred_requests_make_only_its_probes() {
         let open = i % 2 == 0;
         let (a, ms) = timed(&stack, if open { "/open" } else { "/closed" }, &format!("c{}", i % 7));
         assert_eq!(a.status, if open { 200 } else { 503 }, "{a:?}");
-        assert!(ms < BOUND_MS, "{ms} ms");
         ms_all.push(ms);
     }
+    // At least as long as the breaker has been open (it opened no earlier
+    // than `opened`).
     let open_for = opened.elapsed();
     let probes = stack.envoy.stat("wasmcustom.ratelimit.store_calls") - calls_open;
     ms_all.sort_unstable();
-    eprintln!("breaker open {open_for:?}: 100 requests, {probes} store calls (probes), median {} ms", ms_all[50]);
+    let waited = ms_all.iter().filter(|ms| **ms >= TIMEOUT_MS).count();
+    eprintln!(
+        "breaker open {open_for:?}: 100 requests, {probes} store calls (probes), median {} ms, max {} ms, \
+         {waited} took {TIMEOUT_MS} ms or more",
+        ms_all[50], ms_all[99]
+    );
     // No more probes than the schedule has instants in that time (each wait
     // counts from the failure of the previous probe, so a probe's own
     // timeout only delays the next)...
     let allowed = schedule_instants(open_for.as_millis() as u64, 5_000);
     assert!((1..=allowed).contains(&probes), "{probes} store calls in {open_for:?}; the schedule allows {allowed}");
     // ...which are the only requests that left Envoy for the store, and the
-    // only ones that waited for a timeout. Every other request was answered
-    // without waiting: well under the timeout, even on a loaded machine.
+    // only calls that waited for a timeout: every other request was answered
+    // without a store call, so without waiting for one.
     assert_eq!(stack.envoy.stat(CALLS_SENT) - sent_open, probes, "requests sent to the store");
     assert_eq!(stack.envoy.stat(TIMEOUTS) - timeouts_before, 3 + probes, "store calls that timed out");
-    let waited = ms_all.iter().filter(|ms| **ms >= TIMEOUT_MS).count() as u64;
-    assert!(waited <= probes, "{waited} requests took a timeout or longer with the breaker open: {ms_all:?}");
     stack.redis.process.signal("CONT");
     // Redis side: the EVALSHAs webdis had queued ran when it resumed; there
     // are only the three that opened the breaker and the probes.
