@@ -44,6 +44,13 @@ pub fn entry_fingerprint(limit_fingerprint: u64, identity: &IdentityDigest) -> u
     mix(mix(limit_fingerprint ^ identity.0[0]) ^ identity.0[1])
 }
 
+/// A fingerprint of fingerprints in order (each already unforgeable, so
+/// mixing them is as hard to match as they are), without another SHA-256:
+/// for what is computed on every request, like a lease's.
+pub fn combine(seed: u64, parts: &[u64]) -> u64 {
+    parts.iter().fold(mix(seed), |acc, &p| mix(acc.rotate_left(23) ^ p))
+}
+
 /// SplitMix64's finalizer: a bijection that spreads every input bit.
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);

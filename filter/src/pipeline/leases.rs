@@ -6,7 +6,7 @@
 use super::{plan_limits, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
-use crate::fingerprint::{entry_fingerprint, fingerprint, IdentityDigest};
+use crate::fingerprint::{combine, entry_fingerprint, IdentityDigest};
 use crate::lease::{LeaseParams, LeaseRecord, Span};
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
@@ -47,14 +47,14 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
     if limits.is_empty() {
         return None;
     }
-    let mut parts: Vec<u8> = b"lease".to_vec();
+    let mut parts: Vec<u64> = Vec::with_capacity(2 * limits.len());
     let mut per_request = Vec::with_capacity(limits.len());
     let mut spans = Vec::with_capacity(limits.len());
     for l in &limits {
         let Op::Use(amount) = l.op else { return None };
         let limit = config.rules.get(l.rule)?.limits.get(l.limit)?;
-        parts.extend_from_slice(&entry_fingerprint(limit.fingerprint, identity).to_le_bytes());
-        parts.extend_from_slice(&amount.to_le_bytes());
+        parts.push(entry_fingerprint(limit.fingerprint, identity));
+        parts.push(amount);
         per_request.push(amount);
         spans.push(match limit.spec.algorithm {
             Algorithm::SlidingWindow | Algorithm::FixedWindow => {
@@ -63,7 +63,8 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
             _ => Span::Tokens,
         });
     }
-    Some(LeaseCandidate { fingerprint: fingerprint(&[&parts]), params, per_request, spans, limits })
+    // "lease" as the seed: never equal to the same limits' other fingerprints.
+    Some(LeaseCandidate { fingerprint: combine(0x006c_6561_7365, &parts), params, per_request, spans, limits })
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at

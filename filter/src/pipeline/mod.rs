@@ -30,6 +30,9 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
     pub metrics: &'a M,
     /// A random number for this request (Retry-After jitter).
     pub random: u64,
+    /// This worker's count of each leasing client's requests: only a
+    /// client hot here reads the lease table (`None`: every one does).
+    pub heat: Option<&'a RefCell<Heat>>,
 }
 
 /// How a request ends.
@@ -197,8 +200,10 @@ where
         // not strand them.
         let lease = leases::candidate_for(config, &matched, &digest);
         if let Some(c) = &lease {
+            let hot =
+                env.heat.is_none_or(|h| h.borrow_mut().observe(c.fingerprint, now(), c.params.max_age_ms) >= HOT_AFTER);
             let table = LeaseTable::new(env.shared, config.deny_cache.slots);
-            if let Spend::Admitted(held) = table.spend(c.fingerprint, now()) {
+            if let Spend::Admitted(held) = if hot { table.spend(c.fingerprint, now()) } else { Spend::NoLease } {
                 for &r in &matched {
                     env.metrics.count(r, Event::Allowed);
                     env.metrics.count(r, Event::LeaseAllowed);
@@ -425,7 +430,8 @@ mod tests;
 mod unreadable;
 mod verdicts;
 
-use crate::lease::{LeaseTable, Spend};
+use crate::lease::{Heat, LeaseTable, Spend, HOT_AFTER};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};
+use std::cell::RefCell;

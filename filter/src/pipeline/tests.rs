@@ -35,7 +35,7 @@ impl World {
     }
 
     fn env(&self) -> Env<'_, FakeShared, FakeMetrics> {
-        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0 }
+        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None }
     }
 
     fn begin(&self, req: &FakeRequest) -> Start {

@@ -5,6 +5,7 @@
 //! the lease goes to the proxy's lease table, where every worker spends it;
 //! refused, the store's view of the limits is kept to size the next ask.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use super::{Host, Owner, Worker};
@@ -35,7 +36,7 @@ pub(super) struct LeaseAsk {
 /// What the worker keeps for leases.
 #[derive(Debug, Default)]
 pub(super) struct Leases {
-    pub(super) heat: Heat,
+    pub(super) heat: RefCell<Heat>,
     pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,
@@ -50,7 +51,8 @@ impl Worker {
         if leases.asking.contains(&c.fingerprint) || leases.asks.len() >= MAX_LEASE_ASKS {
             return;
         }
-        let heat = leases.heat.observe(c.fingerprint, now, c.params.max_age_ms);
+        // Counted as the request was read (see `pipeline`).
+        let heat = leases.heat.borrow().estimate(c.fingerprint, now, c.params.max_age_ms);
         let previous = LeaseTable::new(host, self.config.deny_cache.slots).get(c.fingerprint);
         let requests = lease::ask(&c.params, previous.as_ref(), heat, now);
         if requests == 0 {

@@ -26,7 +26,10 @@ mod usage_watch;
 #[cfg(test)]
 mod tests;
 
+use std::cell::RefCell;
+
 use crate::id_map::IdMap;
+use crate::lease::Heat;
 
 pub use host::Host;
 pub use incidents::{Incident, Incidents};
@@ -202,8 +205,8 @@ impl Worker {
         (self.flights.len(), self.queue.len(), self.streams.len())
     }
 
-    fn env<'a, H: Host>(config: &'a Config, host: &'a H) -> Env<'a, H, H> {
-        Env { config, shared: host, metrics: host, random: host.random() }
+    fn env<'a, H: Host>(config: &'a Config, host: &'a H, heat: &'a RefCell<Heat>) -> Env<'a, H, H> {
+        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(heat) }
     }
 
     /// A request's headers arrived on stream `stream`.
@@ -211,7 +214,7 @@ impl Worker {
         let now = host.now_ms();
         self.sweep(host, now);
         let req = Request::new(request);
-        let start = begin_request(&Self::env(&self.config, host), &req, || host.now_ms());
+        let start = begin_request(&Self::env(&self.config, host, &self.leases.heat), &req, || host.now_ms());
         self.ask_for_identity_encoding(host, &req);
         let pending = match start {
             Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
@@ -296,7 +299,8 @@ impl Worker {
         };
         let Some(state) = self.streams.get_mut(&stream) else { return };
         let Some(pending) = state.pending.as_mut() else { return };
-        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host), decision, result) else {
+        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases.heat), decision, result)
+        else {
             return;
         };
         state.pending = None;
