@@ -1,4 +1,4 @@
--- Driver, protocol v3: a batch of decisions in one atomic call. Each
+-- Driver, protocol v4: a batch of decisions in one atomic call. Each
 -- decision covers limits of ONE client; decisions run in order, each seeing
 -- the writes of those before it.
 --
@@ -9,7 +9,7 @@
 -- point here. `N*(...)`: N times what the parentheses hold; a name in
 -- capitals is a count, read before what it counts.
 --
--- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1
+-- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1, cc 1
 -- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
 -- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
 --
@@ -17,8 +17,9 @@
 --   counter; the caller's clock picks them (filter/src/keys.rs).
 -- now: the caller's clock (ms): sw and fw decide on it; the others read
 --   Redis TIME.
--- S specs (1 to MAX_SPECS): code (sw, fw, tb, sl, gc), limit, window_ms,
---   burst.
+-- S specs (1 to MAX_SPECS): code (sw, fw, tb, sl, gc, cc), limit, window_ms,
+--   burst. cc (concurrency): limit streams in flight; window_ms is how long
+--   a slot lives unrenewed (max_hold); burst 1.
 -- H shapes (1 to MAX_DECISIONS): what a decision does with which limits,
 --   written once however many decisions do the same: L limits (1 to
 --   MAX_LIMITS), each its spec (1-based index into the specs), op, amount
@@ -26,12 +27,17 @@
 --   op u: use (consume amount if the whole decision admits);
 --   op k: check (allowed iff amount units remain; writes nothing);
 --   op g: charge (add amount unconditionally, into debt if need be).
---   A shape is request-time (u and k) or a charge (only g); g on sl
---   is refused. offset (0 <= offset < window) shifts fw windows; 0 elsewhere.
+--   op r: release the stream's slot (cc only);
+--   op n: renew it (cc only).
+--   A shape is request-time (u and k) or after the fact (only g, r and
+--   n); g on sl and cc is refused, and cc takes amount 1. offset
+--   (0 <= offset < window) shifts fw windows; for cc it is the stream's
+--   slot id (decimal digits, at most 20; 0 for k only); 0 elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
 --   shapes). The test build appends its clock (CLOCK_ARGS).
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
---   allowed; -1 when amount can never fit). For g: allowed = at least one
+--   allowed; -1 when amount can never fit). For cc see concurrency.lua
+--   (r and n: allowed = the slot was still held, retry 0). For g: allowed = at least one
 --   unit remains after the charge, and retry_after_ms = until one unit
 --   remains. A decision that met a Redis error (a key of another type
 --   under a sliding_log's name: WRONGTYPE) failed alone: in its slots, the
@@ -77,6 +83,8 @@ local MAX_SPECS, MAX_DECISIONS, MAX_LIMITS = 64, 256, 64 -- at most MAX_DECISION
 local MGET_CHUNK = 800 -- keys per MGET: unpack stays far below the ~8000 of Lua
 local SLIDING_LOG_MAX = 10000 -- bounds the work of one call and the memory of one key
 local ZADD_CHUNK = 400 -- members per ZADD: unpack stays far below the ~8000 of Lua
+local CC_RETRY_MS = 1000 -- a concurrency denial's retry: when a stream ends is unknown
+local SLOT_ID_MAX = 20 -- digits of a slot id (a u64)
 -- The longest error text in a reply: Redis's WRONGTYPE message whole. With
 -- the zeros after it, it takes no more room than the four integers it
 -- replaces (the filter bounds a reply by its integers' count).
@@ -138,7 +146,7 @@ local sp = { false, false, false, false, false, false, false, false }
 local a = 3
 for s = 1, S do
   local c, limit, window, burst = argv[a], posint(argv[a + 1]), posint(argv[a + 2]), posint(argv[a + 3])
-  if c ~= 'sw' and c ~= 'fw' and c ~= 'tb' and c ~= 'sl' and c ~= 'gc' then
+  if c ~= 'sw' and c ~= 'fw' and c ~= 'tb' and c ~= 'sl' and c ~= 'gc' and c ~= 'cc' then
     return bad('spec ' .. s .. ': unknown algorithm')
   elseif limit == nil then
     return bad('spec ' .. s .. ': limit must be a positive integer')
@@ -202,8 +210,9 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  -- A charge if its first limit's op is g (every op must agree).
-  local charge, nk, at = argv[a + 2] == 'g', 0, SHAPE_SLOTS * (h - 1)
+  -- After the fact if its first limit's op is g, r or n (every op must agree).
+  local first_op = argv[a + 2]
+  local charge, nk, at = first_op == 'g' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
   hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
   for i = 1, L do
     -- argv[a] is the argument before this limit's spec, op, amount, offset.
@@ -214,19 +223,29 @@ for h = 1, H do
     local so = SPEC_SLOTS * (s - 1)
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
-    if op ~= 'u' and op ~= 'k' and op ~= 'g' then
-      return bad_limit(h, i, 'op must be u, k or g')
+    local after = op == 'g' or op == 'r' or op == 'n'
+    if op ~= 'u' and op ~= 'k' and not after then
+      return bad_limit(h, i, 'op must be u, k, g, r or n')
     elseif not (amount and amount * window < MAX_EXACT) then
       if amount then
         return bad_limit(h, i, 'amount times window is too large')
       end
       return bad_limit(h, i, 'amount must be a positive integer')
-    elseif (op == 'g') ~= charge then
-      return bad_limit(h, i, 'a shape is either u and k or only g')
-    elseif charge and c == 'sl' then
-      return bad_limit(h, i, 'g is impossible on sl')
+    elseif after ~= charge then
+      return bad_limit(h, i, 'a shape is either u and k or only g, r and n')
+    elseif op == 'g' and (c == 'sl' or c == 'cc') then
+      return bad_limit(h, i, 'g is impossible on ' .. c)
+    elseif (op == 'r' or op == 'n') and c ~= 'cc' then
+      return bad_limit(h, i, op .. ' applies to cc only')
     end
-    if offset == '0' then
+    if c == 'cc' then
+      -- The slot id: kept as its text (a member), never made a number.
+      if amount ~= 1 then
+        return bad_limit(h, i, 'cc takes amount 1')
+      elseif #offset > SLOT_ID_MAX or not string.find(offset, '^%d+$') or (offset == '0' and op ~= 'k') then
+        return bad_limit(h, i, 'a cc slot id must be 1 to ' .. SLOT_ID_MAX .. ' digits, not 0')
+      end
+    elseif offset == '0' then
       offset = 0
     else
       offset = num(offset)
@@ -246,6 +265,8 @@ for h = 1, H do
       nk = nk + 1
       if c == 'fw' then
         has_strings = true
+      elseif c == 'cc' then
+        needs_clock = true
       else
         needs_clock = true
         has_strings = has_strings or c ~= 'sl'
@@ -348,6 +369,11 @@ for d = first, first + D - 1 do
         if failed then
           break
         end
+      elseif c == 'cc' then
+        --@include concurrency.lua
+        if failed then
+          break
+        end
       else
         --@include tat.lua
       end
@@ -371,6 +397,8 @@ for d = first, first + D - 1 do
         val[key], px[key] = wq[w + W_VALUE], wq[w + W_PX]
       elseif how == true then
         val[key], ex[key] = wq[w + W_VALUE], wq[w + W_PX]
+      elseif how == 'z' then
+        --@include concurrency_write.lua
       else
         --@include sliding_log_write.lua
       end

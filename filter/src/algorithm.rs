@@ -13,11 +13,24 @@ pub enum Algorithm {
     SlidingLog,
     /// Generic cell rate algorithm: leaky bucket in counter form.
     Gcra,
+    /// Streams in flight at once: a slot per stream, held until it ends
+    /// (the "window" is how long a slot lives unrenewed: `max_hold`).
+    Concurrency,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order the config documents them.
-    pub const ALL: [Algorithm; 5] = [
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::SlidingWindow,
+        Algorithm::FixedWindow,
+        Algorithm::TokenBucket,
+        Algorithm::SlidingLog,
+        Algorithm::Gcra,
+        Algorithm::Concurrency,
+    ];
+
+    /// The algorithms that limit a rate (every one but concurrency).
+    pub const RATES: [Algorithm; 5] = [
         Algorithm::SlidingWindow,
         Algorithm::FixedWindow,
         Algorithm::TokenBucket,
@@ -33,6 +46,7 @@ impl Algorithm {
             Algorithm::TokenBucket => "token_bucket",
             Algorithm::SlidingLog => "sliding_log",
             Algorithm::Gcra => "gcra",
+            Algorithm::Concurrency => "concurrency",
         }
     }
 
@@ -49,6 +63,7 @@ impl Algorithm {
             Algorithm::TokenBucket => "tb",
             Algorithm::SlidingLog => "sl",
             Algorithm::Gcra => "gc",
+            Algorithm::Concurrency => "cc",
         }
     }
 
@@ -80,7 +95,7 @@ mod tests {
             assert_eq!(Algorithm::from_name(a.name()), Some(a));
         }
         let codes: std::collections::HashSet<_> = Algorithm::ALL.iter().map(|a| a.code()).collect();
-        assert_eq!(codes.len(), 5);
+        assert_eq!(codes.len(), 6);
         assert_eq!(Algorithm::from_name("leaky"), None);
     }
 }

@@ -5,11 +5,17 @@
 //! Aligned windows, one counter per (rule, limit, identity) in a fixed set
 //! of slots. Two identities that share a slot take it over from each other
 //! (a reset count): during an outage that can only admit more, never less.
+//!
+//! A concurrency limit's share counts streams held here instead, until an
+//! expiry each hold or renewal pushes `max_hold` ahead: released when its
+//! streams end (`release_slot`), and forgotten if nobody renews it (a VM
+//! reloaded with streams open leaks nothing past `max_hold`).
 
 use std::num::NonZeroU32;
 
 use crate::outcome::LimitOutcome;
 use crate::shared::{read_u64s, write_u64s, SharedData};
+use crate::store::script_call::CC_RETRY_MS;
 
 /// One limit to charge in the fallback.
 #[derive(Clone, Copy, Debug)]
@@ -22,6 +28,19 @@ pub struct FallbackLimit {
     pub window_ms: u64,
     /// Units this request takes from it.
     pub cost: u64,
+    /// A concurrency limit: streams held, each share entry living this
+    /// long unrenewed (`window_ms` unused).
+    pub hold_ms: Option<u64>,
+}
+
+/// What a share entry holds now: its count, if it is this limit's, in this
+/// window (or, for concurrency, not yet expired).
+fn held(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> u64 {
+    match (entry, l.hold_ms) {
+        (Some([fp, until, c]), Some(_)) if fp == l.fingerprint && until > now_ms => c,
+        (Some([fp, i, c]), None) if fp == l.fingerprint && i == now_ms / l.window_ms.max(1) => c,
+        _ => 0,
+    }
 }
 
 const ATTEMPTS: usize = 8;
@@ -44,23 +63,23 @@ pub fn admit<S: SharedData + ?Sized>(
         for l in limits {
             let key = slot_key(l.fingerprint, slots);
             let window = l.window_ms.max(1);
-            let index = now_ms / window;
             let got = shared.get(&key);
-            let count = match got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)) {
-                Some([fp, i, c]) if fp == l.fingerprint && i == index => c,
-                _ => 0,
-            };
-            let ends_in = window - now_ms % window;
+            let count = held(l, got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms);
             let cost = l.cost;
             let allowed = count.saturating_add(cost) <= l.share;
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
+            // A stream's end is unknown: a denied one retries in a second.
+            let (reset_ms, wait, second) = match l.hold_ms {
+                Some(hold) => (0, CC_RETRY_MS, now_ms.saturating_add(hold)),
+                None => (window - now_ms % window, window - now_ms % window, now_ms / window),
+            };
             outcomes.push(LimitOutcome {
                 allowed,
                 remaining,
-                reset_ms: ends_in,
-                retry_after_ms: if allowed { Some(0) } else { Some(ends_in) },
+                reset_ms,
+                retry_after_ms: if allowed { Some(0) } else { Some(wait) },
             });
-            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, index, count.saturating_add(cost)]));
+            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, second, count.saturating_add(cost)]));
         }
         if outcomes.iter().any(|d| !d.allowed) {
             return outcomes;
@@ -87,14 +106,42 @@ pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[F
         let index = now_ms / l.window_ms.max(1);
         for _ in 0..ATTEMPTS {
             let got = shared.get(&key);
-            let count = match got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)) {
-                Some([fp, i, c]) if fp == l.fingerprint && i == index => c,
-                _ => 0,
-            };
+            let count = held(l, got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms);
             let next = write_u64s([l.fingerprint, index, count.saturating_add(l.cost)]);
             if shared.set(&key, &next, got.map(|(_, cas)| cas)) {
                 break;
             }
+        }
+    }
+}
+
+/// A stream holding a slot of the local share of concurrency limit `l`
+/// ended: one stream fewer (nothing if the entry expired or was taken
+/// over meanwhile).
+pub fn release_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) {
+    update_slot(shared, slots, l, now_ms, |until, count| Some([until, count.checked_sub(1)?]));
+}
+
+/// A stream holding a slot of the local share lives on: the entry lives
+/// `hold_ms` more (counting the stream again if the entry had expired).
+pub fn renew_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) {
+    let until = now_ms.saturating_add(l.hold_ms.unwrap_or(0));
+    update_slot(shared, slots, l, now_ms, |_, count| Some([until, count.max(1)]));
+}
+
+fn update_slot<S, F>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64, change: F)
+where
+    S: SharedData + ?Sized,
+    F: Fn(u64, u64) -> Option<[u64; 2]>,
+{
+    let key = slot_key(l.fingerprint, slots);
+    for _ in 0..ATTEMPTS {
+        let got = shared.get(&key);
+        let entry = got.as_ref().and_then(|(b, _)| read_u64s::<3>(b));
+        let until = entry.map_or(0, |[_, until, _]| until);
+        let Some([until, count]) = change(until, held(l, entry, now_ms)) else { return };
+        if shared.set(&key, &write_u64s([l.fingerprint, until, count]), got.map(|(_, cas)| cas)) {
+            return;
         }
     }
 }
@@ -108,7 +155,7 @@ mod tests {
     const SLOTS: NonZeroU32 = NonZeroU32::MIN.saturating_add(63);
 
     fn limit(fp: u64, share: u64) -> FallbackLimit {
-        FallbackLimit { fingerprint: fp, share, window_ms: 1000, cost: 1 }
+        FallbackLimit { fingerprint: fp, share, window_ms: 1000, cost: 1, hold_ms: None }
     }
 
     #[test]

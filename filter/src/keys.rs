@@ -1,6 +1,9 @@
 //! Redis key names for one limit of one client.
 //!
-//! `<domain>:{<identity>}:<rule>:<algorithm>:<window ms>[:<window index>]`
+//! `<domain>:{<identity>}:<rule>:<algorithm>:<window ms>[:<window index>]`,
+//! and for a concurrency limit `<domain>:{<identity>}:<rule>:cc`: how long a
+//! slot lives unrenewed (its "window") is each slot's own expiry, so a
+//! changed `max_hold` keeps counting the streams in flight.
 //!
 //! A fixed window with an offset works on `now + offset`, and its code in
 //! the key is `fo` instead of `fw`: switching offsets on never mixes its
@@ -40,7 +43,10 @@ pub fn limit_keys(
     let code = key_code(spec, offset_ms);
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
-    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{code}:{window}");
+    let _ = write!(base, "{domain}:{{{identity}}}:{rule}:{code}");
+    if spec.algorithm != Algorithm::Concurrency {
+        let _ = write!(base, ":{window}");
+    }
     match spec.algorithm {
         Algorithm::SlidingWindow => {
             out.push(format!("{base}:{index}"));

@@ -39,11 +39,26 @@ pub enum Event {
     /// Refused before reaching the store: too many decisions already wait
     /// on this worker; the rule's failure policy applied.
     Overloaded,
+    /// A concurrency slot taken in the store by an admitted stream.
+    SlotTaken,
+    /// A concurrency slot taken in this proxy's local share (store failing).
+    SlotTakenLocally,
+    /// Refused by a concurrency limit (every slot held).
+    SlotRefused,
+    /// A slot the store released when its stream ended.
+    SlotReleased,
+    /// A slot the store had already freed by its expiry when its stream
+    /// released or renewed it (renewals failed for `max_hold`).
+    SlotExpired,
+    /// A slot's release or renewal the store did not take (the slot frees
+    /// itself by its expiry; a renewal is tried again while its stream
+    /// lives).
+    SlotStoreFailed,
 }
 
 impl Event {
     /// Every event, in metric-definition order.
-    pub const ALL: [Event; 17] = [
+    pub const ALL: [Event; 23] = [
         Event::Allowed,
         Event::Denied,
         Event::ShadowDenied,
@@ -61,6 +76,12 @@ impl Event {
         Event::LeaseAllowed,
         Event::LeaseGranted,
         Event::Overloaded,
+        Event::SlotTaken,
+        Event::SlotTakenLocally,
+        Event::SlotRefused,
+        Event::SlotReleased,
+        Event::SlotExpired,
+        Event::SlotStoreFailed,
     ];
 
     /// The metric name's last part.
@@ -83,6 +104,12 @@ impl Event {
             Event::LeaseAllowed => "lease_allowed",
             Event::LeaseGranted => "leases",
             Event::Overloaded => "overloaded",
+            Event::SlotTaken => "slots_taken",
+            Event::SlotTakenLocally => "slots_taken_locally",
+            Event::SlotRefused => "slots_refused",
+            Event::SlotReleased => "slots_released",
+            Event::SlotExpired => "slots_expired",
+            Event::SlotStoreFailed => "slot_store_errors",
         }
     }
 

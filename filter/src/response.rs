@@ -103,6 +103,15 @@ pub fn too_many_requests(
     LocalReply { status: 429, headers, body }
 }
 
+/// The 429 body `body` (from `too_many_requests`) of a request refused by a
+/// concurrency limit: it says so (`"reason":"concurrency"`).
+pub fn concurrency_body(body: &str) -> String {
+    match body.strip_suffix('}') {
+        Some(head) => format!("{head},\"reason\":\"concurrency\"}}"),
+        None => body.to_string(),
+    }
+}
+
 /// The 400 of a request the filter cannot decide: `error` names the
 /// problem, `detail` says what to fix (both from the configuration, never
 /// from the request).

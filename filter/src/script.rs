@@ -59,7 +59,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     /// Every file the script is made of, as `lua/` holds it.
-    const SOURCES: [(&str, &str); 8] = [
+    const SOURCES: [(&str, &str); 10] = [
         ("prelude.lua", include_str!("../../lua/prelude.lua")),
         ("clock.lua", include_str!("../../lua/clock.lua")),
         ("driver.lua", include_str!("../../lua/driver.lua")),
@@ -68,6 +68,8 @@ mod tests {
         ("tat.lua", include_str!("../../lua/tat.lua")),
         ("sliding_log.lua", include_str!("../../lua/sliding_log.lua")),
         ("sliding_log_write.lua", include_str!("../../lua/sliding_log_write.lua")),
+        ("concurrency.lua", include_str!("../../lua/concurrency.lua")),
+        ("concurrency_write.lua", include_str!("../../lua/concurrency_write.lua")),
     ];
 
     fn source_line(file: &str, line: usize) -> &'static str {

@@ -35,6 +35,14 @@ pub enum Op {
     Check(u64),
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
+    /// concurrency: take a slot with this id (unique across the fleet) for
+    /// a stream, if every limit of the decision admits.
+    Take(u64),
+    /// concurrency: the stream holding this slot ended; never refused.
+    Release(u64),
+    /// concurrency: the stream holding this slot lives on; never refused
+    /// (a slot that expired meanwhile is taken again).
+    Renew(u64),
 }
 
 impl Op {
@@ -44,6 +52,9 @@ impl Op {
             Op::Use(_) => "u",
             Op::Check(_) => "k",
             Op::Charge(_) => "g",
+            Op::Take(_) => "u",
+            Op::Release(_) => "r",
+            Op::Renew(_) => "n",
         }
     }
 
@@ -51,7 +62,22 @@ impl Op {
     pub(crate) fn amount(self) -> u64 {
         match self {
             Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
+            Op::Take(_) | Op::Release(_) | Op::Renew(_) => 1,
         }
+    }
+
+    /// The slot a concurrency op is about.
+    pub fn slot_id(self) -> Option<u64> {
+        match self {
+            Op::Take(id) | Op::Release(id) | Op::Renew(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// Whether the op is applied whatever the limits say (a charge, or a
+    /// slot's release or renewal): a decision of such ops is never refused.
+    pub fn after_the_fact(self) -> bool {
+        matches!(self, Op::Charge(_) | Op::Release(_) | Op::Renew(_))
     }
 }
 
@@ -65,7 +91,8 @@ pub struct LimitCall<'a> {
     /// What the decision does with it.
     pub op: Op,
     /// fixed_window only: shifts its window boundaries by this many ms
-    /// (less than the window); `None` = aligned windows (offset 0).
+    /// (less than the window); `None` = aligned windows (offset 0). (A
+    /// concurrency limit's slot id rides in the same argument: see `Op`.)
     pub offset_ms: Option<u64>,
 }
 

@@ -51,7 +51,17 @@ impl Limit {
     }
 }
 
-const LIMIT_FIELDS: &[&str] = &["algorithm", "limit", "window", "burst", "counts", "staggered"];
+const LIMIT_FIELDS: &[&str] = &["algorithm", "limit", "window", "burst", "counts", "staggered", "max_hold"];
+
+/// How long a concurrency slot lives unrenewed when the config says
+/// nothing: a proxy that dies frees its clients' slots within this; a
+/// live one renews each slot every third of it.
+pub const DEFAULT_MAX_HOLD_MS: u64 = 60_000;
+/// The shortest `max_hold`: renewals every third of it must reach the
+/// store in time on a loaded proxy.
+pub const MIN_MAX_HOLD_MS: u64 = 1_000;
+/// The longest `max_hold`: a day.
+pub const MAX_MAX_HOLD_MS: u64 = 86_400_000;
 
 /// Parses `path` (one entry of `limits`); `fingerprint_parts` identify the
 /// rule and its cost, mixed into the limit's fingerprint.
@@ -62,10 +72,16 @@ pub fn parse_limit(v: &Value, path: &str, fingerprint_parts: &[&[u8]]) -> Result
         Some(a) => Algorithm::from_name(a).ok_or_else(|| {
             ConfigError::at(
                 &o.path_of("algorithm"),
-                "must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra",
+                "must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra, concurrency",
             )
         })?,
     };
+    if algorithm == Algorithm::Concurrency {
+        return parse_concurrency(&o, fingerprint_parts);
+    }
+    if o.value("max_hold").is_some() {
+        return Err(ConfigError::at(&o.path_of("max_hold"), "applies to concurrency only"));
+    }
     let limit = match o.value("limit") {
         None => return Err(ConfigError::at(&o.path_of("limit"), "is required")),
         Some(v) => uint(v, &o.path_of("limit"), 1, MAX_EXACT)?,
@@ -107,4 +123,39 @@ pub fn parse_limit(v: &Value, path: &str, fingerprint_parts: &[&[u8]]) -> Result
     parts.push(algorithm.code().as_bytes());
     parts.push(&bytes);
     Ok(Limit { spec, counts, staggered, policy: String::new(), fingerprint: fingerprint(&parts) })
+}
+
+/// A concurrency limit: `limit` streams in flight at once, each slot
+/// living `max_hold` unrenewed. It has no window, burst or cost: it counts
+/// streams.
+fn parse_concurrency(o: &Obj<'_>, fingerprint_parts: &[&[u8]]) -> Result<Limit> {
+    for field in ["window", "burst", "counts", "staggered"] {
+        if o.value(field).is_some() {
+            return Err(ConfigError::at(&o.path_of(field), "does not apply to concurrency (it counts streams in flight)"));
+        }
+    }
+    let limit = match o.value("limit") {
+        None => return Err(ConfigError::at(&o.path_of("limit"), "is required")),
+        Some(v) => uint(v, &o.path_of("limit"), 1, SLIDING_LOG_MAX)?,
+    };
+    let max_hold_ms = match o.str("max_hold")? {
+        None => DEFAULT_MAX_HOLD_MS,
+        Some(text) => parse_ms(text)
+            .filter(|ms| (MIN_MAX_HOLD_MS..=MAX_MAX_HOLD_MS).contains(ms))
+            .ok_or_else(|| ConfigError::at(&o.path_of("max_hold"), "must be a duration from 1s to 24h"))?,
+    };
+    let spec = LimitSpec { algorithm: Algorithm::Concurrency, limit, window_ms: max_hold_ms, burst: 1 };
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&limit.to_le_bytes());
+    bytes[8..].copy_from_slice(&max_hold_ms.to_le_bytes());
+    let mut parts: Vec<&[u8]> = fingerprint_parts.to_vec();
+    parts.push(Algorithm::Concurrency.code().as_bytes());
+    parts.push(&bytes);
+    Ok(Limit {
+        spec,
+        counts: Counts::Requests,
+        staggered: false,
+        policy: String::new(),
+        fingerprint: fingerprint(&parts),
+    })
 }

@@ -217,6 +217,11 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         {
             return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
         }
+        // A rule's concurrency slots are one set per client (no window in its key).
+        let concurrency = |l: &Limit| l.spec.algorithm == Algorithm::Concurrency;
+        if concurrency(&limit) && rule.limits.iter().any(concurrency) {
+            return Err(ConfigError::at(&lpath, "a rule has at most one concurrency limit"));
+        }
         check_limit(&rule, &limit, i, &o, path)?;
         rule.limits.push(limit);
     }
@@ -227,6 +232,10 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let windows: Vec<(u64, &'static str)> =
         rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
     for (l, (window, algorithm)) in rule.limits.iter_mut().zip(&windows) {
+        if l.spec.algorithm == Algorithm::Concurrency {
+            l.policy = format!("{}/concurrency", rule.name);
+            continue;
+        }
         let shared = windows.iter().filter(|(w, _)| w == window).count() > 1;
         l.policy = policy_name(&rule.name, *window, shared.then_some(*algorithm));
     }
@@ -242,6 +251,12 @@ fn check_lease(rule: &Rule, lease: LeaseSettings, path: &str) -> Result<LeaseSet
         return Err(ConfigError::at(
             path,
             "needs a cost known at request time and the same for every request (an integer): a lease counts each request's units before the request comes",
+        ));
+    }
+    if let Some(i) = rule.limits.iter().position(|l| l.spec.algorithm == Algorithm::Concurrency) {
+        return Err(ConfigError::at(
+            path,
+            format!("limits[{i}] is a concurrency limit, whose slot is held by one stream until it ends: a slot cannot be leased ahead of its stream (use no lease on this rule)"),
         ));
     }
     if let Some(i) = rule.limits.iter().position(|l| l.spec.algorithm == Algorithm::SlidingLog) {

@@ -145,10 +145,10 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
 fn each_bad_rule_is_refused_with_its_path_and_reason() {
     let cases: &[(&str, &str)] = &[
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":0,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be at least 1"),
-        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burstt":2}]}"#, "rules[1].limits[0].burstt: unknown field (expected one of: algorithm, limit, window, burst, counts, staggered)"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burstt":2}]}"#, "rules[1].limits[0].burstt: unknown field (expected one of: algorithm, limit, window, burst, counts, staggered, max_hold)"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"5 minutes"}]}"#, "rules[1].limits[0].window: must be a duration like \"250ms\", \"1s\", \"30s\", \"1m\", \"1h\" or \"1d\""),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5.5,"window":"1s"}]}"#, "rules[1].limits[0].limit: must be an integer"),
-        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","algorithm":"leaky"}]}"#, "rules[1].limits[0].algorithm: must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra"),
+        (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","algorithm":"leaky"}]}"#, "rules[1].limits[0].algorithm: must be one of sliding_window, fixed_window, token_bucket, sliding_log, gcra, concurrency"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s","burst":3}]}"#, "rules[1].limits[0].burst: applies to token_bucket and gcra only"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"limit":5,"window":"1s"},{"limit":9,"window":"1s"}]}"#, "rules[1].limits[1]: repeats the algorithm and window of an earlier limit of this rule"),
         (r#"{"name":"api","key":["client_ip"],"limits":[{"algorithm":"sliding_log","limit":10001,"window":"1s"}]}"#, "rules[1].limits[0].limit: sliding_log keeps one entry per request: at most 10000"),
@@ -191,6 +191,14 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","staggered":true}]}"#, "rules[1].limits[0].staggered: applies to fixed_window only"),
         (r#"{"name":"api","key":["path"],"shadow_headers":true,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow_headers: applies to shadow rules only"),
         (r#"{"name":"api","key":["path"],"response_headers":"some","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].response_headers: must be true, false, \"legacy\", \"ietf\", \"both\" or \"none\""),
+        (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5,"window":"1s"}]}"#, "rules[1].limits[0].window: does not apply to concurrency (it counts streams in flight)"),
+        (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5,"counts":"cost"}]}"#, "rules[1].limits[0].counts: does not apply to concurrency (it counts streams in flight)"),
+        (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency"}]}"#, "rules[1].limits[0].limit: is required"),
+        (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5,"max_hold":"500ms"}]}"#, "rules[1].limits[0].max_hold: must be a duration from 1s to 24h"),
+        (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","max_hold":"5s"}]}"#, "rules[1].limits[0].max_hold: applies to concurrency only"),
+        (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5},{"algorithm":"concurrency","limit":9,"max_hold":"5s"}]}"#, "rules[1].limits[1]: a rule has at most one concurrency limit"),
+        (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s"},"limits":[{"limit":50,"window":"1s"},{"algorithm":"concurrency","limit":5}]}"#, "rules[1].lease: limits[1] is a concurrency limit, whose slot is held by one stream until it ends: a slot cannot be leased ahead of its stream (use no lease on this rule)"),
+        (r#"{"name":"api","key":["path"],"fleet_size":6,"limits":[{"algorithm":"concurrency","limit":5}]}"#, "rules[1].fleet_size: 6 leaves limits[0] a fallback share below the cost (limit / fleet_size must be at least 1)"),
     ];
     for (rule, want) in cases {
         assert_eq!(error_of(&with_api_rule(rule)), *want, "{rule}");
@@ -356,4 +364,24 @@ fn a_lease_is_read_with_its_units_and_age() {
         "limits":[{"limit":100,"window":"1m"},{"algorithm":"token_bucket","limit":10,"window":"1s"}]}]}"#;
     let c = Config::parse(json.as_bytes()).unwrap();
     assert_eq!(c.rules[0].lease, Some(LeaseSettings { max_units: 50, max_age_ms: 2_000 }));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_concurrency_limit_is_read_with_its_hold_and_counts_streams() {
+    let json = r#"{"store":{"cluster":"s"},"rules":[{"name":"llm","key":["header:k"],
+        "limits":[{"algorithm":"concurrency","limit":5},{"algorithm":"concurrency","limit":3,"max_hold":"10s"}]}]}"#;
+    assert_eq!(error_of(json), "rules[0].limits[1]: a rule has at most one concurrency limit");
+    let json = r#"{"store":{"cluster":"s"},"rules":[{"name":"llm","key":["header:k"],
+        "limits":[{"limit":100,"window":"1m"},{"algorithm":"concurrency","limit":5,"max_hold":"10s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    let l = &c.rules[0].limits[1];
+    assert_eq!(
+        l.spec,
+        crate::spec::LimitSpec { algorithm: crate::algorithm::Algorithm::Concurrency, limit: 5, window_ms: 10_000, burst: 1 }
+    );
+    assert_eq!((l.counts, l.policy.as_str()), (Counts::Requests, "llm/concurrency"));
+    let default = r#"{"store":{"cluster":"s"},"rules":[{"name":"llm","key":["header:k"],
+        "limits":[{"algorithm":"concurrency","limit":5}]}]}"#;
+    assert_eq!(Config::parse(default.as_bytes()).unwrap().rules[0].limits[0].spec.window_ms, 60_000);
 }

@@ -138,6 +138,19 @@ pub fn now_ns() -> Option<u64> {
     status(unsafe { proxy_get_current_time_nanoseconds(&mut t) }).ok().map(|()| t)
 }
 
+#[link(wasm_import_module = "wasi_snapshot_preview1")]
+extern "C" {
+    fn random_get(buf: *mut u8, len: usize) -> u32;
+}
+
+/// Eight bytes of the host's entropy (WASI `random_get`: Envoy, NGINX-wasm
+/// and wasmtime provide it), or `None` if the host refuses.
+pub fn entropy() -> Option<u64> {
+    let mut b = [0u8; 8];
+    // SAFETY: a live buffer of the length given.
+    (unsafe { random_get(b.as_mut_ptr(), b.len()) } == 0).then(|| u64::from_le_bytes(b))
+}
+
 /// Sets the root context's timer.
 pub fn set_tick_period(ms: u32) -> Result<(), Status> {
     // SAFETY: no pointers.

@@ -28,7 +28,8 @@ pub struct Plugin {
     pub metrics: MetricIds,
     /// Where its store is.
     pub target: StoreTarget,
-    /// Jitter's random state.
+    /// The random state: Retry-After jitter, and concurrency slot ids
+    /// (unique across the fleet: seeded from the host's entropy).
     pub rng: Cell<u64>,
     /// The timer period last set.
     pub tick_ms: Cell<u64>,
@@ -44,7 +45,7 @@ impl Plugin {
             root,
             metrics: MetricIds::define(&config),
             target: StoreTarget::of(&config),
-            rng: Cell::new(now_ms() ^ (u64::from(root) << 32)),
+            rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now_ms() ^ (u64::from(root) << 32)),
             tick_ms: Cell::new(0),
             #[cfg(feature = "redis")]
             redis: super::redis::RedisLink::new(&config.store),

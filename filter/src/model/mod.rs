@@ -10,6 +10,7 @@
 #[cfg(test)]
 mod exactness;
 mod sliding_log;
+mod slots;
 #[cfg(test)]
 mod stale;
 mod tat;
@@ -23,6 +24,7 @@ use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 
 pub use sliding_log::LogState;
+pub use slots::SlotsState;
 pub use tat::TatState;
 pub use windows::WindowCounts;
 
@@ -35,6 +37,8 @@ pub enum LimitState {
     Tat(TatState),
     /// sliding_log.
     Log(LogState),
+    /// concurrency.
+    Slots(SlotsState),
 }
 
 impl LimitState {
@@ -44,6 +48,7 @@ impl LimitState {
             Algorithm::SlidingWindow | Algorithm::FixedWindow => LimitState::Windows(WindowCounts::default()),
             Algorithm::TokenBucket | Algorithm::Gcra => LimitState::Tat(TatState::default()),
             Algorithm::SlidingLog => LimitState::Log(LogState::default()),
+            Algorithm::Concurrency => LimitState::Slots(SlotsState::default()),
         }
     }
 
@@ -67,6 +72,10 @@ impl LimitState {
             LimitState::Log(l) => {
                 let (d, next) = l.decide(spec, now, op);
                 (d, LimitState::Log(next))
+            }
+            LimitState::Slots(s) => {
+                let (d, next) = s.decide(spec, now, op);
+                (d, LimitState::Slots(next))
             }
         }
     }
@@ -97,12 +106,14 @@ impl Model {
     /// others on `store_now` (Redis TIME). A request-time decision writes
     /// its uses only if every limit allows; a charge always writes.
     pub fn decide(&mut self, caller_now: u64, store_now: u64, decision: &DecisionCall<'_>) -> Vec<LimitOutcome> {
-        let charge = decision.limits.iter().any(|l| matches!(l.op, Op::Charge(_)));
+        let charge = decision.limits.iter().any(|l| l.op.after_the_fact());
         let mut outcomes = Vec::with_capacity(decision.limits.len());
         let mut writes = Vec::with_capacity(decision.limits.len());
         for l in decision.limits {
+            // A concurrency key has no window in its name (see `keys`).
+            let window = if l.spec.algorithm == Algorithm::Concurrency { 0 } else { l.spec.window_ms };
             let key: LimitKey =
-                (decision.identity.to_string(), l.rule.to_string(), key_code(&l.spec, l.offset_ms), l.spec.window_ms);
+                (decision.identity.to_string(), l.rule.to_string(), key_code(&l.spec, l.offset_ms), window);
             let empty;
             let state = match self.limits.get(&key) {
                 Some(s) => s,

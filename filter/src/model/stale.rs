@@ -13,7 +13,7 @@ fn a_state_past_its_ttl_decides_like_an_absent_key() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let mut compared = 0;
     for case in 0..500 {
-        let spec = rng.spec(Algorithm::ALL[case % 5]);
+        let spec = rng.spec(Algorithm::RATES[case % 5]);
         if spec.window_ms > 1 << 40 {
             continue; // a TTL past 2^53 ms cannot be waited out
         }

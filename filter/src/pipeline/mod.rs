@@ -4,7 +4,8 @@
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
 use crate::breaker::{self, Gate};
-use crate::config::{Config, Cost, Counts, Rule};
+use crate::algorithm::Algorithm;
+use crate::config::{Config, Cost, Counts, FailureMode, Rule};
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
@@ -14,7 +15,8 @@ use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{Request, RequestSource};
 use crate::response::{
-    bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
+    bad_request, concurrency_body, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef,
+    Shown,
 };
 use crate::shared::SharedData;
 use crate::spec::Op;
@@ -38,9 +40,10 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
 /// How a request ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Let it through; add these headers to the response, and charge these
-    /// costs once the response reports them.
-    Continue(Headers, Vec<Charge>),
+    /// Let it through; add these headers to the response, charge these
+    /// costs once the response reports them, and hold these concurrency
+    /// slots until the stream ends.
+    Continue(Headers, Vec<Charge>, Vec<Hold>),
     /// Answer it with this.
     Reply(LocalReply),
 }
@@ -60,6 +63,42 @@ pub struct Charge {
     pub limits: Vec<(usize, Option<u64>)>,
     /// The identity's digest (deny cache and fallback fingerprints).
     pub digest: IdentityDigest,
+}
+
+/// A concurrency slot a stream holds until it ends: in the store (released
+/// and renewed there), or, taken while the store failed, in this proxy's
+/// local share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hold {
+    /// The rule (index into the configuration's rules).
+    pub rule: usize,
+    /// Its concurrency limit (index into the rule's limits).
+    pub limit: usize,
+    /// The escaped identity.
+    pub identity: String,
+    /// Its hash slot.
+    pub slot: u16,
+    /// The slot's id in the store.
+    pub id: u64,
+    /// The identity's digest (the local share's fingerprint).
+    pub digest: IdentityDigest,
+    /// Held in the local share, not in the store.
+    pub local: bool,
+}
+
+impl Hold {
+    /// Its limit's entry in the local share.
+    pub fn local_share(&self, config: &Config) -> Option<crate::fallback::FallbackLimit> {
+        let rule = config.rules.get(self.rule)?;
+        let l = rule.limits.get(self.limit)?;
+        Some(crate::fallback::FallbackLimit {
+            fingerprint: crate::fingerprint::entry_fingerprint(l.fingerprint, &self.digest),
+            share: l.spec.limit / rule.fleet_size.get(),
+            window_ms: l.spec.window_ms,
+            cost: 1,
+            hold_ms: Some(l.spec.window_ms),
+        })
+    }
 }
 
 /// What to do after `begin`.
@@ -106,6 +145,11 @@ pub struct PlannedDecision {
 }
 
 impl PlannedDecision {
+    /// The identity's digest.
+    pub fn digest(&self) -> IdentityDigest {
+        self.digest
+    }
+
     /// Whether the decision is still to be made (a breaker may have answered it).
     pub fn is_waiting(&self) -> bool {
         self.result.is_none()
@@ -120,6 +164,9 @@ pub struct Pending {
     pub decisions: Vec<PlannedDecision>,
     /// Outcomes known before calling (shadow rules answered from the cache).
     known: Vec<(usize, Verdict)>,
+    /// Slots taken in the store for a request another rule then refused:
+    /// the caller releases them (`take_stranded`).
+    stranded: Vec<Hold>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -244,7 +291,7 @@ where
                 continue;
             }
             rules.push(r);
-            plan_limits(&mut limits, r, rule, cost, &digest);
+            plan_limits(&mut limits, r, rule, cost, &digest, env.random);
         }
         if rules.is_empty() {
             continue;
@@ -256,10 +303,10 @@ where
         decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, lease, result: None });
     }
     if decisions.is_empty() && known.is_empty() {
-        return Start::Done(Outcome::Continue(Vec::new(), Vec::new()));
+        return Start::Done(Outcome::Continue(Vec::new(), Vec::new(), Vec::new()));
     }
     let now_ms = now();
-    let mut pending = Pending { now_ms, decisions, known };
+    let mut pending = Pending { now_ms, decisions, known, stranded: Vec::new() };
     if pending.decisions.is_empty() {
         return Start::Done(pending.finish(env));
     }
@@ -276,10 +323,12 @@ where
 }
 
 /// What the limits of rule `r` do for a request of `cost` (a cost known
-/// after the response is only checked against the reserve now).
-fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, digest: &IdentityDigest) {
+/// after the response is only checked against the reserve now); a
+/// concurrency limit takes a slot whose id comes from `random`.
+fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, digest: &IdentityDigest, random: u64) {
     for (i, l) in rule.limits.iter().enumerate() {
         let op = match (l.counts, &rule.cost) {
+            _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i)),
             (Counts::Requests, _) => Op::Use(1),
             (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
             (Counts::Cost, _) => Op::Use(cost),
@@ -287,6 +336,23 @@ fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, di
         let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));
         out.push(PlannedLimit { rule: r, limit: i, op, offset_ms });
     }
+}
+
+/// A slot id for limit `i` of rule `r` of a request whose random number is
+/// `random`: ids of one request differ, and the ids of the fleet's
+/// streams collide no more than random 64-bit numbers do (each VM's
+/// generator is seeded from the host's entropy). Never 0.
+fn slot_id(random: u64, r: usize, i: usize) -> u64 {
+    let salt = ((r as u64) << 32) ^ (i as u64);
+    crate::fingerprint::combine(random, &[salt]).max(1)
+}
+
+/// Whether `shown` is a concurrency limit's outcome.
+fn is_concurrency(config: &Config, shown: &Shown) -> bool {
+    shown.policy.is_some_and(|p| {
+        config.rules.get(p.rule).and_then(|r| r.limits.get(p.limit)).map(|l| l.spec.algorithm)
+            == Some(Algorithm::Concurrency)
+    })
 }
 
 /// The 429 of rule `r` denying `worst`, with the fields its style asks
@@ -297,6 +363,10 @@ fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, ran
     let rule = &config.rules[r];
     let style = rule.headers.unwrap_or(config.headers);
     let mut reply = too_many_requests(&rule.name, worst, now, style.legacy, random, config.retry_after_jitter_ppm);
+    if is_concurrency(config, worst) {
+        // The body says why: too many streams at once, not too many requests.
+        reply.body = concurrency_body(&reply.body);
+    }
     if style.ietf {
         let partition = worst.policy.and_then(|p| p.partition);
         let of_rule =
@@ -383,7 +453,9 @@ impl Pending {
         let worst = denied
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
             .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
+        let holds = self.holds(config, &verdicts);
         if let Some((r, shown)) = worst {
+            self.strand(env, holds);
             let all: Vec<Shown> = verdicts
                 .iter()
                 .filter(|(r, _)| !config.rules[*r].shadow)
@@ -392,10 +464,61 @@ impl Pending {
             return Outcome::Reply(denial(config, r, &shown, &all, now, env.random));
         }
         if verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed) {
+            self.strand(env, holds);
             return Outcome::Reply(unavailable());
         }
         let charges = self.charges(config, &verdicts);
-        Outcome::Continue(response_headers(config, &verdicts, now), charges)
+        Outcome::Continue(response_headers(config, &verdicts, now), charges, holds)
+    }
+
+    /// Slots taken for a request that is refused after all: those of the
+    /// local share are released now, those in the store by the caller.
+    fn strand<S, M>(&mut self, env: &Env<'_, S, M>, holds: Vec<Hold>)
+    where
+        S: SharedData + ?Sized,
+        M: Metrics + ?Sized,
+    {
+        for hold in holds {
+            if !hold.local {
+                self.stranded.push(hold);
+                continue;
+            }
+            if let Some(share) = hold.local_share(env.config) {
+                crate::fallback::release_slot(env.shared, env.config.deny_cache.slots, &share, self.now_ms);
+            }
+        }
+    }
+
+    /// Slots the store gave a request that was refused after all: to release.
+    pub fn take_stranded(&mut self) -> Vec<Hold> {
+        std::mem::take(&mut self.stranded)
+    }
+
+    /// The concurrency slots a request let through holds: each taken in
+    /// the store by a decision that admitted, or in the local share by a
+    /// rule whose store failed and whose fallback admitted.
+    fn holds(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Vec<Hold> {
+        let mut out = Vec::new();
+        for d in &self.decisions {
+            let (local, admitted) = match &d.result {
+                Some(Ok(outcomes)) => (false, outcomes.iter().all(|o| o.allowed)),
+                Some(Err(_)) => (true, false),
+                None => continue,
+            };
+            for l in &d.limits {
+                let Op::Take(id) = l.op else { continue };
+                let rule = &config.rules[l.rule];
+                let fallback_admitted = local
+                    && !rule.shadow
+                    && rule.failure_mode == FailureMode::Open
+                    && verdicts.iter().any(|(v, verdict)| *v == l.rule && matches!(verdict, Verdict::Allowed(_)));
+                if admitted || fallback_admitted {
+                    let identity = d.identity.clone();
+                    out.push(Hold { rule: l.rule, limit: l.limit, identity, slot: d.slot, id, digest: d.digest, local });
+                }
+            }
+        }
+        out
     }
 
     /// The charges a request let through owes: every allowed rule whose

@@ -19,7 +19,8 @@ pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], n
             .collect()
     };
     let mut headers = Headers::new();
-    let enforced = shown(false);
+    // A concurrency limit is no rate: the fields describe the rate limits.
+    let enforced: Vec<Shown> = shown(false).into_iter().filter(|s| !super::is_concurrency(config, s)).collect();
     if let Some(s) = most_restrictive(&enforced) {
         let style = s.policy.and_then(|p| config.rules.get(p.rule)).and_then(|r| r.headers).unwrap_or(config.headers);
         if style.legacy {
@@ -87,6 +88,9 @@ pub(super) fn ietf_fields(config: &Config, listed: &[Listed], states: &[Shown], 
 fn counts_requests(config: &Config, p: PolicyRef) -> Option<(&str, u64)> {
     let r = config.rules.get(p.rule)?;
     let l = r.limits.get(p.limit)?;
+    if l.spec.algorithm == crate::algorithm::Algorithm::Concurrency {
+        return None;
+    }
     let requests = l.counts == Counts::Requests || r.cost == Cost::Fixed(1);
     requests.then_some((l.policy.as_str(), l.spec.window_ms))
 }

@@ -75,7 +75,7 @@ fn api(key: &str) -> FakeRequest {
 
 fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
     let headers = match o {
-        Outcome::Continue(h, _) => h,
+        Outcome::Continue(h, _, _) => h,
         Outcome::Reply(r) => &r.headers,
     };
     headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
@@ -86,7 +86,7 @@ fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
 fn a_request_no_rule_matches_passes_untouched() {
     let w = World::new(CONFIG);
     assert!(
-        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Start::Done(Outcome::Continue(h, _)) if h.is_empty())
+        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Start::Done(Outcome::Continue(h, _, _)) if h.is_empty())
     );
 }
 
@@ -120,6 +120,7 @@ fn allowed_requests_carry_the_most_restrictive_limits_headers() {
                 ("ratelimit-remaining", "9".into()),
                 ("ratelimit-reset", "60".into()),
             ],
+            vec![],
             vec![]
         )
     );
@@ -224,7 +225,7 @@ fn three_failures_open_the_breaker_and_requests_stop_calling_the_store() {
 fn shadow_rules_count_would_be_denials_and_never_reject() {
     let w = World::new(CONFIG);
     let out = w.run(&FakeRequest::new("GET", "/watch"), &[Ok(vec![deny(0, 30_000, 30_000)])]);
-    assert_eq!(out, Outcome::Continue(vec![], vec![]), "a shadow rule shows nothing unless asked");
+    assert_eq!(out, Outcome::Continue(vec![], vec![], vec![]), "a shadow rule shows nothing unless asked");
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 1);
     // The cached would-be denial is counted again without a call.
     assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Start::Done(Outcome::Continue(..))));
@@ -237,7 +238,7 @@ fn shadow_rules_count_would_be_denials_and_never_reject() {
 fn headers_can_be_turned_off_but_retry_after_stays() {
     let w = World::new(&CONFIG.replace(r#""store""#, r#""response_headers":false,"store""#));
     let ok = w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![allow(9, 60_000), allow(99, 1000), allow(99, 10)])]);
-    assert_eq!(ok, Outcome::Continue(vec![], vec![]));
+    assert_eq!(ok, Outcome::Continue(vec![], vec![], vec![]));
     let Outcome::Reply(r) = w.run(&FakeRequest::new("POST", "/login"), &[Ok(vec![deny(0, 10, 1_001)])]) else {
         panic!()
     };
@@ -294,7 +295,7 @@ fn a_request_whose_headers_cannot_be_read_meets_every_enforced_rules_failure_pol
     // requests, and a cost known after the response is still owed.
     let w = World::new(COSTS);
     let req = FakeRequest { unreadable: true, ..FakeRequest::new("POST", "/v1/chat") };
-    let Start::Done(Outcome::Continue(_, charges)) = w.begin(&req) else { panic!("admitted") };
+    let Start::Done(Outcome::Continue(_, charges, _)) = w.begin(&req) else { panic!("admitted") };
     assert_eq!(w.metrics.get(0, Event::FallbackAllowed), 1);
     assert_eq!(charges.len(), 1);
     assert_eq!(charges[0].identity, crate::identity::digest("~Unreadable"));
@@ -353,7 +354,7 @@ fn a_cost_known_after_the_response_is_checked_at_request_time_and_charged_after(
     let ops: Vec<Op> = p.decisions[0].limits.iter().map(|l| l.op).collect();
     assert_eq!(ops, [Op::Use(1), Op::Check(5)], "requests consumed now, tokens checked against the reserve");
     let out = w.run(&req, &[Ok(vec![allow(59, 1000), allow(995, 18_000)])]);
-    let Outcome::Continue(_, charges) = out else { panic!("let through") };
+    let Outcome::Continue(_, charges, _) = out else { panic!("let through") };
     assert_eq!(charges.len(), 1);
     assert_eq!(
         (charges[0].rule, charges[0].identity.as_str(), charges[0].limits.as_slice()),
@@ -420,6 +421,7 @@ fn a_shadow_rule_asked_to_shows_its_headers_under_other_names() {
                 ("x-ratelimit-shadow-remaining", "0".into()),
                 ("x-ratelimit-shadow-reset", "1700000030".into()),
             ],
+            vec![],
             vec![]
         )
     );
@@ -436,7 +438,7 @@ fn the_ietf_fields_name_every_limit_and_the_state_of_the_most_restrictive() {
         crate::ratelimit_fields::state_field("x", 0, 0, Some(pk)).split(";pk=").nth(1).unwrap().clone_into(&mut s);
         s
     };
-    let Outcome::Continue(h, _) = &out else { panic!() };
+    let Outcome::Continue(h, _, _) = &out else { panic!() };
     assert_eq!(h.len(), 2, "{h:?}");
     assert_eq!(header(&out, "ratelimit"), Some(format!(r#""api/1m";r=9;t=60;pk={}"#, b64(pk)).as_str()));
     let policy = header(&out, "ratelimit-policy").unwrap();

@@ -34,7 +34,7 @@ where
         for &r in &group.rules {
             let rule = &config.rules[r];
             env.metrics.count(r, Event::BadRequest);
-            plan_limits(&mut limits, r, rule, rule.cost.max_at_request(), &identity_digest);
+            plan_limits(&mut limits, r, rule, rule.cost.max_at_request(), &identity_digest, env.random);
         }
         decisions.push(PlannedDecision {
             rules: group.rules.clone(),
@@ -47,5 +47,5 @@ where
             result: Some(Err(StoreError::RequestUnreadable)),
         });
     }
-    Pending { now_ms, decisions, known: Vec::new() }.finish(env)
+    Pending { now_ms, decisions, known: Vec::new(), stranded: Vec::new() }.finish(env)
 }

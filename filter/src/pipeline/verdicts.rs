@@ -2,6 +2,7 @@
 //! from its failure policy when the store failed (the fallback bucket).
 
 use super::{Env, Pending, PlannedDecision, Verdict};
+use crate::algorithm::Algorithm;
 use crate::config::{Cost, FailureMode};
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
@@ -41,18 +42,27 @@ impl Pending {
                 policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
             })
             .collect();
+        let concurrency = |l: &crate::config::Limit| l.spec.algorithm == Algorithm::Concurrency;
         if shown.iter().all(|s| s.outcome.allowed) {
             if consumed {
                 env.metrics.count(r, Event::Allowed);
+                if rule.limits.iter().any(concurrency) {
+                    env.metrics.count(r, Event::SlotTaken);
+                }
             }
             return Verdict::Allowed(shown);
+        }
+        if rule.limits.iter().zip(&shown).any(|(l, s)| concurrency(l) && !s.outcome.allowed) {
+            env.metrics.count(r, Event::SlotRefused);
         }
         // A cost the caller names differs per request: a denial of one
         // cost says nothing of the next request's.
         let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
         if config.deny_cache.enabled && cacheable {
             let cache = DenyCache::new(env.shared, config.deny_cache.slots);
-            for (l, s) in rule.limits.iter().zip(&shown) {
+            // A concurrency denial is never cached: a slot frees whenever a
+            // stream ends, and the next request must see it.
+            for (l, s) in rule.limits.iter().zip(&shown).filter(|(l, _)| !concurrency(l)) {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
                         let entry = DenyEntry {
@@ -91,6 +101,7 @@ impl Pending {
                 share: l.spec.limit / rule.fleet_size.get(),
                 window_ms: l.spec.window_ms,
                 cost: rule.request_amount(l),
+                hold_ms: (l.spec.algorithm == Algorithm::Concurrency).then_some(l.spec.window_ms),
             })
             .collect();
         let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
@@ -106,6 +117,9 @@ impl Pending {
             .collect();
         if shown.iter().all(|s| s.outcome.allowed) {
             env.metrics.count(r, Event::FallbackAllowed);
+            if rule.limits.iter().any(|l| l.spec.algorithm == Algorithm::Concurrency) {
+                env.metrics.count(r, Event::SlotTakenLocally);
+            }
             Verdict::Allowed(shown)
         } else {
             env.metrics.count(r, Event::FallbackDenied);

@@ -22,6 +22,10 @@ use crate::store::{redis_error, StoreError};
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
 pub const ERROR_TEXT: usize = 66;
 
+/// A concurrency denial's retry (`CC_RETRY_MS` in `lua/driver.lua`): when
+/// a stream ends is unknown, so clients are told to retry in a second.
+pub const CC_RETRY_MS: u64 = 1000;
+
 /// The script's reply as the transports read it: its values as integers,
 /// and the texts that stood in place of some (the errors of the decisions
 /// that failed inside Redis).
@@ -117,7 +121,8 @@ impl ScriptCall {
                 shape.push((index + 1).to_string());
                 shape.push(l.op.code().to_string());
                 shape.push(l.op.amount().to_string());
-                shape.push(l.offset_ms.unwrap_or(0).to_string());
+                // The offset argument: a concurrency slot's id, or the offset.
+                shape.push(l.op.slot_id().or(l.offset_ms).unwrap_or(0).to_string());
                 limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, now_ms);
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
@@ -212,6 +217,9 @@ struct Bounds {
     longest_ms: u64,
     /// A use or check of more than the capacity: always denied, retry -1.
     never_fits: bool,
+    /// A slot's release or renewal: retry 0, and allowed says whether the
+    /// slot was still held.
+    slot_kept: bool,
 }
 
 impl Bounds {
@@ -224,10 +232,13 @@ impl Bounds {
             Algorithm::TokenBucket | Algorithm::Gcra => {
                 (spec.burst, twice(spec.burst.saturating_mul(spec.window_ms)).div_ceil(spec.limit.max(1)))
             }
+            // A denial's retry is CC_RETRY_MS (lua/driver.lua); reset is 0.
+            Algorithm::Concurrency => (spec.limit, spec.window_ms.max(CC_RETRY_MS)),
         };
         let longest_ms = longest.min(TOP);
         let never_fits = !matches!(op, Op::Charge(_)) && op.amount() > capacity;
-        Bounds { capacity, longest_ms, never_fits }
+        let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_));
+        Bounds { capacity, longest_ms, never_fits, slot_kept }
     }
 
     /// The outcome if `values` are possible: allowed exactly when the
@@ -236,6 +247,7 @@ impl Bounds {
         let &[allowed, remaining, reset, retry] = values else { return None };
         let d = LimitOutcome::from_wire(allowed, remaining, reset, retry)?;
         let retry_ok = match d.retry_after_ms {
+            _ if self.slot_kept => d.retry_after_ms == Some(0),
             None => self.never_fits && !d.allowed,
             Some(0) => d.allowed && !self.never_fits,
             Some(ms) => !d.allowed && !self.never_fits && ms <= self.longest_ms,

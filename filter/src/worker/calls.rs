@@ -45,6 +45,11 @@ impl Worker {
                 let limits = a.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
                 Some((limits, &a.identity, a.slot))
             }
+            Owner::Slot(id) => {
+                let c = self.slots.calls.get(&id)?;
+                let limits = call(c.hold.rule, c.hold.limit, c.op, None).into_iter().collect();
+                Some((limits, &c.hold.identity, c.hold.slot))
+            }
         }
     }
 
@@ -106,10 +111,12 @@ impl Worker {
     /// `max_wait_ms` would let one wait nearly twice that); the INFO
     /// interval otherwise.
     pub fn tick_period_ms(&self) -> u64 {
+        // Slots are renewed on the timer.
+        let idle = self.config.store.stats_interval.ms().min(self.slot_tick_ms.unwrap_or(u64::MAX));
         if self.queue.is_empty() {
-            self.config.store.stats_interval.ms()
+            idle
         } else {
-            (self.max_wait_ms() / 5).max(MIN_TICK_MS).min(self.config.store.stats_interval.ms())
+            (self.max_wait_ms() / 5).max(MIN_TICK_MS).min(idle)
         }
     }
 

@@ -148,6 +148,7 @@ impl Worker {
                         share: l.spec.limit / rule.fleet_size.get(),
                         window_ms: l.spec.window_ms,
                         cost: c.amount,
+                        hold_ms: None,
                     })
                     .collect();
                 let now = host.now_ms();

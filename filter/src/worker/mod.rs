@@ -20,6 +20,7 @@ mod host;
 mod incidents;
 mod leases;
 mod response;
+mod slots;
 mod stats;
 mod usage_watch;
 
@@ -83,6 +84,8 @@ enum Owner {
     Charge(u64),
     /// A lease asked with a hot client's decision.
     Lease(u64),
+    /// A concurrency slot's release or renewal.
+    Slot(u64),
 }
 
 /// The shortest timer period the worker asks for.
@@ -140,12 +143,19 @@ struct StreamState {
     headers: Headers,
     /// Charges waiting for the response to report the usage.
     usage: Vec<UsageWatch>,
+    /// Concurrency slots held until the stream ends.
+    holds: Vec<slots::HeldSlot>,
     created_ms: u64,
 }
 
 impl StreamState {
     fn new(now: u64) -> StreamState {
-        StreamState { pending: None, headers: Vec::new(), usage: Vec::new(), created_ms: now }
+        StreamState { pending: None, headers: Vec::new(), usage: Vec::new(), holds: Vec::new(), created_ms: now }
+    }
+
+    /// Nothing left to do for it before it ends.
+    fn done(&self) -> bool {
+        self.pending.is_none() && self.headers.is_empty() && self.usage.is_empty() && self.holds.is_empty()
     }
 }
 
@@ -165,6 +175,9 @@ pub struct Worker {
     incidents: Incidents,
     decoders: Decoders,
     leases: leases::Leases,
+    slots: slots::Slots,
+    /// The timer period renewing slots needs (with concurrency limits).
+    slot_tick_ms: Option<u64>,
     stats: stats::StatsWatch,
     /// The stream whose request callback is running: its outcome is
     /// returned, not resumed.
@@ -176,6 +189,7 @@ impl Worker {
     /// A worker for `config`, started at `now_ms` (the first INFO is asked
     /// for one `stats_interval` later).
     pub fn new(config: Config, now_ms: u64) -> Worker {
+        let slot_tick_ms = slots::tick_ms(&config);
         Worker {
             config,
             streams: IdMap::default(),
@@ -189,6 +203,8 @@ impl Worker {
             incidents: Incidents::default(),
             decoders: Decoders::default(),
             leases: leases::Leases::default(),
+            slots: slots::Slots::default(),
+            slot_tick_ms,
             stats: stats::StatsWatch::default(),
             current: None,
             current_outcome: None,
@@ -263,15 +279,16 @@ impl Worker {
     /// Carries out an outcome known inside the request callback.
     fn apply_now<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) -> Action {
         match outcome {
-            Outcome::Continue(headers, charges) => {
-                if headers.is_empty() && charges.is_empty() {
+            Outcome::Continue(headers, charges, holds) => {
+                if headers.is_empty() && charges.is_empty() && holds.is_empty() {
                     self.streams.remove(&stream);
                 } else {
                     if self.streams.len() >= MAX_STREAMS {
                         self.forget_old_streams(host, now);
                     }
                     let usage = charges.into_iter().map(UsageWatch::new).collect();
-                    self.streams.insert(stream, StreamState { headers, usage, ..StreamState::new(now) });
+                    let holds = holds.into_iter().map(|h| slots::HeldSlot::new(h, now)).collect();
+                    self.streams.insert(stream, StreamState { headers, usage, holds, ..StreamState::new(now) });
                 }
                 Action::Continue
             }
@@ -296,25 +313,34 @@ impl Worker {
                 return;
             }
             Owner::Lease(id) => return self.settle_lease(host, id, result, at),
+            Owner::Slot(id) => return self.settle_slot(host, id, result, at),
         };
-        let Some(state) = self.streams.get_mut(&stream) else { return };
+        let Some(state) = self.streams.get_mut(&stream) else {
+            return self.settle_orphan(host, stream, decision, &result);
+        };
         let Some(pending) = state.pending.as_mut() else { return };
         let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases.heat), decision, result)
         else {
             return;
         };
+        let stranded = pending.take_stranded();
         state.pending = None;
+        if !stranded.is_empty() {
+            self.release_slots(host, stranded);
+        }
         if self.current == Some(stream) {
             self.current_outcome = Some(outcome);
             return;
         }
+        let Some(state) = self.streams.get_mut(&stream) else { return };
         match outcome {
-            Outcome::Continue(headers, charges) => {
-                if headers.is_empty() && charges.is_empty() {
+            Outcome::Continue(headers, charges, holds) => {
+                if headers.is_empty() && charges.is_empty() && holds.is_empty() {
                     self.streams.remove(&stream);
                 } else {
                     state.headers = headers;
                     state.usage = charges.into_iter().map(UsageWatch::new).collect();
+                    state.holds = holds.into_iter().map(|h| slots::HeldSlot::new(h, at)).collect();
                 }
                 host.resume(stream);
             }
@@ -331,12 +357,22 @@ impl Worker {
     /// side) is charged what was read or delivered (see `usage_watch`).
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
         let Some(state) = self.streams.remove(&stream) else { return };
-        if state.pending.is_some() {
+        if let Some(pending) = &state.pending {
             self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
+            // A slot a decision in flight takes is released when it comes.
+            for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
+                let owner = Owner::Stream { stream, decision: i };
+                if self.flights.values().any(|f| f.owners.contains(&owner)) {
+                    self.orphan(stream, i, slots::takes(d));
+                }
+            }
         }
         for mut watch in state.usage {
             let reported = watch.on_end();
             self.submit_charge(host, watch.charge, reported);
+        }
+        if !state.holds.is_empty() {
+            self.release_slots(host, state.holds.into_iter().map(|h| h.hold).collect());
         }
     }
 
@@ -348,6 +384,7 @@ impl Worker {
     pub fn on_tick<H: Host>(&mut self, host: &H) {
         let now = host.now_ms();
         self.sweep(host, now);
+        self.renew_slots(host, now);
         let fill = self.fill();
         let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);
         while self.flights.len() < most
@@ -409,10 +446,12 @@ impl Worker {
     /// Forgets streams the host never ended (no callback for a long time).
     fn forget_old_streams<H: Host>(&mut self, host: &H, now: u64) {
         let horizon = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS).saturating_mul(4);
+        // A stream holding a slot may last hours (a long download, an LLM
+        // answer): forgetting it would free its slot while it runs.
         let old: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(_, s)| now.saturating_sub(s.created_ms) > horizon)
+            .filter(|(_, s)| now.saturating_sub(s.created_ms) > horizon && s.holds.is_empty())
             .map(|(id, _)| *id)
             .collect();
         for id in old {

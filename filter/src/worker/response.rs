@@ -25,7 +25,7 @@ impl Worker {
                 None => state.usage.push(watch),
             }
         }
-        if state.usage.is_empty() {
+        if state.done() {
             self.streams.remove(&stream);
         }
         for (charge, reported) in due {
@@ -49,7 +49,7 @@ impl Worker {
                 None => state.usage.push(watch),
             }
         }
-        if state.usage.is_empty() && state.pending.is_none() && state.headers.is_empty() {
+        if state.done() {
             self.streams.remove(&stream);
         }
         for (charge, reported) in due {

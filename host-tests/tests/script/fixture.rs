@@ -122,6 +122,8 @@ pub fn max_ttl(spec: &LimitSpec) -> i64 {
         Algorithm::SlidingWindow => 2 * window,
         Algorithm::FixedWindow | Algorithm::SlidingLog => window,
         Algorithm::TokenBucket | Algorithm::Gcra => (2 * burst * window + limit - 1) / limit,
+        // A slot's key lives as long as its latest slot: max_hold.
+        Algorithm::Concurrency => window,
     };
     longest.min(ratelimit::spec::TOP as i128) as i64
 }

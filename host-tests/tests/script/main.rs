@@ -17,4 +17,5 @@ mod lines;
 mod offsets;
 mod ops;
 mod properties;
+mod slots;
 mod stored;

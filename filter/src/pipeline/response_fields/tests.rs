@@ -72,7 +72,7 @@ fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
 
 fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
     let headers = match o {
-        Outcome::Continue(h, _) => h,
+        Outcome::Continue(h, _, _) => h,
         Outcome::Reply(r) => &r.headers,
     };
     headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())

@@ -1,0 +1,209 @@
+//! Concurrency slots on the worker. A stream admitted by a concurrency
+//! limit holds a slot until it ends: then the slot is released, once, in a
+//! store call batched with the others (or, taken in the local share while
+//! the store failed, released there). While the stream lives the slot is
+//! renewed every third of `max_hold`, so it never expires under a live
+//! stream; a renewal the store does not take is tried again on the next
+//! tick. A slot taken by a decision whose stream went away before the
+//! store answered is released when the answer comes (an "orphan").
+
+use std::collections::BTreeMap;
+
+use super::{Host, Owner, Worker, MIN_TICK_MS};
+use crate::algorithm::Algorithm;
+use crate::config::{Config, Limit};
+use crate::fallback;
+use crate::id_map::IdMap;
+use crate::metrics::Event;
+use crate::outcome::LimitOutcome;
+use crate::pipeline::{Hold, PlannedDecision};
+use crate::spec::Op;
+use crate::store::StoreError;
+
+/// A slot a live stream holds.
+#[derive(Debug)]
+pub(super) struct HeldSlot {
+    pub(super) hold: Hold,
+    /// When it was taken or last renewed (the proxy's clock).
+    renewed_ms: u64,
+    /// A renewal is on its way to the store.
+    renewing: bool,
+}
+
+impl HeldSlot {
+    pub(super) fn new(hold: Hold, now_ms: u64) -> HeldSlot {
+        HeldSlot { hold, renewed_ms: now_ms, renewing: false }
+    }
+}
+
+/// A release or renewal on its way to the store.
+#[derive(Debug)]
+pub(super) struct SlotCall {
+    pub(super) hold: Hold,
+    /// `Op::Release` or `Op::Renew`.
+    pub(super) op: Op,
+    /// The stream a renewal is for.
+    stream: Option<u32>,
+}
+
+/// What the worker keeps for slots besides its streams'.
+#[derive(Debug, Default)]
+pub(super) struct Slots {
+    pub(super) calls: IdMap<u64, SlotCall>,
+    next: u64,
+    /// Slots decisions in flight may take for streams already gone: by
+    /// (stream, decision), released if the store admitted.
+    orphans: BTreeMap<(u32, usize), Vec<Hold>>,
+}
+
+/// How often a slot is renewed: every third of its `max_hold`, so two
+/// renewals in a row may fail before it expires.
+fn renew_every_ms(limit: &Limit) -> u64 {
+    (limit.spec.window_ms / 3).max(MIN_TICK_MS)
+}
+
+/// The timer period a configuration with concurrency limits needs: a
+/// sixth of the shortest `max_hold` (a slot is renewed at most half a
+/// renewal period late); `None` without concurrency limits.
+pub(super) fn tick_ms(config: &Config) -> Option<u64> {
+    let limits = config.rules.iter().flat_map(|r| &r.limits);
+    limits.filter(|l| l.spec.algorithm == Algorithm::Concurrency).map(|l| (l.spec.window_ms / 6).max(MIN_TICK_MS)).min()
+}
+
+/// The slots `d` takes in the store if it is admitted.
+pub(super) fn takes(d: &PlannedDecision) -> Vec<Hold> {
+    d.limits
+        .iter()
+        .filter_map(|l| match l.op {
+            Op::Take(id) => Some(Hold {
+                rule: l.rule,
+                limit: l.limit,
+                identity: d.identity.clone(),
+                slot: d.slot,
+                id,
+                digest: d.digest(),
+                local: false,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Worker {
+    /// Releases slots whose streams ended (or never began: a request
+    /// refused by another rule after its slot was taken).
+    pub(super) fn release_slots<H: Host>(&mut self, host: &H, holds: Vec<Hold>) {
+        let now = host.now_ms();
+        for hold in holds {
+            if hold.local {
+                if let Some(l) = hold.local_share(&self.config) {
+                    fallback::release_slot(host, self.config.deny_cache.slots, &l, now);
+                }
+                host.count(hold.rule, Event::SlotReleased);
+                continue;
+            }
+            self.queue_slot_call(host, SlotCall { hold, op: Op::Release(0), stream: None }, now);
+        }
+        self.pump(host);
+    }
+
+    /// Renews the slots of live streams that are due, on the timer.
+    pub(super) fn renew_slots<H: Host>(&mut self, host: &H, now: u64) {
+        let mut due = Vec::new();
+        for (&stream, state) in self.streams.iter_mut() {
+            for held in state.holds.iter_mut().filter(|h| !h.renewing) {
+                let Some(limit) = self.config.rules.get(held.hold.rule).and_then(|r| r.limits.get(held.hold.limit))
+                else {
+                    continue;
+                };
+                if now.saturating_sub(held.renewed_ms) < renew_every_ms(limit) {
+                    continue;
+                }
+                if held.hold.local {
+                    if let Some(l) = held.hold.local_share(&self.config) {
+                        fallback::renew_slot(host, self.config.deny_cache.slots, &l, now);
+                    }
+                    held.renewed_ms = now;
+                } else {
+                    held.renewing = true;
+                    due.push(SlotCall { hold: held.hold.clone(), op: Op::Renew(0), stream: Some(stream) });
+                }
+            }
+        }
+        for call in due {
+            self.queue_slot_call(host, call, now);
+        }
+        self.pump(host);
+    }
+
+    fn queue_slot_call<H: Host>(&mut self, host: &H, mut call: SlotCall, now: u64) {
+        call.op = match call.op {
+            Op::Renew(_) => Op::Renew(call.hold.id),
+            _ => Op::Release(call.hold.id),
+        };
+        let id = self.slots.next;
+        self.slots.next = self.slots.next.wrapping_add(1);
+        self.slots.calls.insert(id, call);
+        let queued = self.queued(Owner::Slot(id), now).map(|q| self.queue.push(q));
+        if let Some(Err(q)) = queued {
+            self.refuse_overloaded(host, q.owner, now);
+        }
+    }
+
+    /// A release's or renewal's result: counted; a renewal that did not
+    /// reach the store is tried again on the next tick, one that did is
+    /// dated from when it was sent.
+    pub(super) fn settle_slot<H: Host>(
+        &mut self,
+        host: &H,
+        id: u64,
+        result: Result<Vec<LimitOutcome>, StoreError>,
+        at: u64,
+    ) {
+        let Some(call) = self.slots.calls.remove(&id) else { return };
+        let held_on = result.as_ref().map(|outcomes| outcomes.iter().all(|o| o.allowed));
+        let event = match (held_on, call.op) {
+            (Ok(true), Op::Release(_)) => Some(Event::SlotReleased),
+            // Renewed: nothing to count, the slot held on.
+            (Ok(true), _) => None,
+            (Ok(false), _) => Some(Event::SlotExpired),
+            (Err(_), _) => Some(Event::SlotStoreFailed),
+        };
+        if let Some(event) = event {
+            host.count(call.hold.rule, event);
+        }
+        let Some(stream) = call.stream else { return };
+        let Some(held) = self.streams.get_mut(&stream).and_then(|s| s.holds.iter_mut().find(|h| h.hold == call.hold))
+        else {
+            return;
+        };
+        held.renewing = false;
+        if result.is_ok() {
+            held.renewed_ms = at;
+        }
+    }
+
+    /// Stream `stream` ends with decision `decision` in a call in flight:
+    /// the slots it may take are released if the store admits it.
+    pub(super) fn orphan(&mut self, stream: u32, decision: usize, holds: Vec<Hold>) {
+        if !holds.is_empty() {
+            self.slots.orphans.insert((stream, decision), holds);
+        }
+    }
+
+    /// The answer for a decision whose stream is gone.
+    pub(super) fn settle_orphan<H: Host>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        decision: usize,
+        result: &Result<Vec<LimitOutcome>, StoreError>,
+    ) {
+        let Some(holds) = self.slots.orphans.remove(&(stream, decision)) else { return };
+        if let Ok(outcomes) = result {
+            if outcomes.iter().all(|o| o.allowed) {
+                self.release_slots(host, holds);
+            }
+        }
+    }
+}
