@@ -189,4 +189,24 @@ mod tests {
         assert!(!admit(&shared, SLOTS, &[limit(1, 3)], 5_003)[0].allowed, "in debt until the window ends");
         assert!(admit(&shared, SLOTS, &[limit(1, 3)], 6_000)[0].allowed);
     }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_concurrency_share_counts_streams_until_released_or_unrenewed_for_max_hold() {
+        let shared = FakeShared::default();
+        let cc = FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) };
+        assert!(admit(&shared, SLOTS, &[cc], 0)[0].allowed);
+        assert!(admit(&shared, SLOTS, &[cc], 1)[0].allowed);
+        let full = admit(&shared, SLOTS, &[cc], 2)[0];
+        assert_eq!((full.allowed, full.remaining, full.reset_ms, full.retry_after_ms), (false, 0, 0, Some(1000)));
+        release_slot(&shared, SLOTS, &cc, 3);
+        assert!(admit(&shared, SLOTS, &[cc], 4)[0].allowed, "a stream ended: its slot is free");
+        // Renewed at 2 s, the entry holds until 5 s; then nobody renews it.
+        renew_slot(&shared, SLOTS, &cc, 2_000);
+        assert!(!admit(&shared, SLOTS, &[cc], 4_999)[0].allowed);
+        assert_eq!(admit(&shared, SLOTS, &[cc], 5_000)[0].remaining, 1, "forgotten after max_hold");
+        release_slot(&shared, SLOTS, &cc, 5_001);
+        release_slot(&shared, SLOTS, &cc, 5_002);
+        assert_eq!(admit(&shared, SLOTS, &[cc], 5_003)[0].remaining, 1, "never below zero");
+    }
 }

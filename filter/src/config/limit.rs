@@ -131,7 +131,10 @@ pub fn parse_limit(v: &Value, path: &str, fingerprint_parts: &[&[u8]]) -> Result
 fn parse_concurrency(o: &Obj<'_>, fingerprint_parts: &[&[u8]]) -> Result<Limit> {
     for field in ["window", "burst", "counts", "staggered"] {
         if o.value(field).is_some() {
-            return Err(ConfigError::at(&o.path_of(field), "does not apply to concurrency (it counts streams in flight)"));
+            return Err(ConfigError::at(
+                &o.path_of(field),
+                "does not apply to concurrency (it counts streams in flight)",
+            ));
         }
     }
     let limit = match o.value("limit") {

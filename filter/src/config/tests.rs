@@ -378,7 +378,12 @@ fn a_concurrency_limit_is_read_with_its_hold_and_counts_streams() {
     let l = &c.rules[0].limits[1];
     assert_eq!(
         l.spec,
-        crate::spec::LimitSpec { algorithm: crate::algorithm::Algorithm::Concurrency, limit: 5, window_ms: 10_000, burst: 1 }
+        crate::spec::LimitSpec {
+            algorithm: crate::algorithm::Algorithm::Concurrency,
+            limit: 5,
+            window_ms: 10_000,
+            burst: 1
+        }
     );
     assert_eq!((l.counts, l.policy.as_str()), (Counts::Requests, "llm/concurrency"));
     let default = r#"{"store":{"cluster":"s"},"rules":[{"name":"llm","key":["header:k"],

@@ -3,8 +3,8 @@
 //! plans one store call per identity; `on_reply` takes each call's result;
 //! when all are in, the verdict: continue (with headers), 429 or 503.
 
-use crate::breaker::{self, Gate};
 use crate::algorithm::Algorithm;
+use crate::breaker::{self, Gate};
 use crate::config::{Config, Cost, Counts, FailureMode, Rule};
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::IdentityDigest;
@@ -514,7 +514,15 @@ impl Pending {
                     && verdicts.iter().any(|(v, verdict)| *v == l.rule && matches!(verdict, Verdict::Allowed(_)));
                 if admitted || fallback_admitted {
                     let identity = d.identity.clone();
-                    out.push(Hold { rule: l.rule, limit: l.limit, identity, slot: d.slot, id, digest: d.digest, local });
+                    out.push(Hold {
+                        rule: l.rule,
+                        limit: l.limit,
+                        identity,
+                        slot: d.slot,
+                        id,
+                        digest: d.digest,
+                        local,
+                    });
                 }
             }
         }

@@ -14,7 +14,8 @@ fn the_default_build_imports_no_redis_call() {
     let redis: Vec<&String> = imports.iter().filter(|i| i.contains("redis")).collect();
     assert!(redis.is_empty(), "{redis:?}");
     assert!(!function_exports(Artifact::Webdis).contains(&"proxy_on_redis_call_response".to_string()));
-    // Only what wasm32-wasip1's std needs from WASI, nothing that touches the machine.
+    // Only what wasm32-wasip1's std needs from WASI, and entropy (seeding
+    // concurrency slot ids): nothing that touches the machine.
     let wasi: Vec<&String> = imports.iter().filter(|i| i.starts_with("wasi_snapshot_preview1.")).collect();
     assert_eq!(
         wasi,
@@ -22,7 +23,8 @@ fn the_default_build_imports_no_redis_call() {
             "wasi_snapshot_preview1.environ_get",
             "wasi_snapshot_preview1.environ_sizes_get",
             "wasi_snapshot_preview1.fd_write",
-            "wasi_snapshot_preview1.proc_exit"
+            "wasi_snapshot_preview1.proc_exit",
+            "wasi_snapshot_preview1.random_get"
         ]
     );
 }

@@ -26,6 +26,7 @@ struct FakeHost {
     replied: RefCell<Vec<(u32, LocalReply)>>,
     warnings: RefCell<Vec<String>>,
     calls: Cell<usize>,
+    random: Cell<u64>,
 }
 
 impl SharedData for FakeHost {
@@ -54,7 +55,9 @@ impl Host for FakeHost {
         self.now.get()
     }
     fn random(&self) -> u64 {
-        0
+        // A new number per request: concurrency slot ids differ.
+        self.random.set(self.random.get() + 1);
+        self.random.get()
     }
     fn send(&self, wire: &Wire, _reinit: bool) -> Result<u32, StoreError> {
         if self.fail_send.get() {
@@ -521,4 +524,5 @@ fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_t
 
 mod charges;
 mod leases;
+mod slots;
 mod usage;
