@@ -15,6 +15,7 @@ mod eviction;
 mod failure;
 mod hostile;
 mod identities;
+mod llm_concurrency;
 mod operators;
 mod paths;
 mod prometheus;
