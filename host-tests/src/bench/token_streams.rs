@@ -34,6 +34,15 @@ const TOKEN_RULE: &str = r#"{"domain":"bench","store":{"transport":"webdis","clu
   "key":["client_ip"],"cost":{"response_body":"usage.total_tokens","default":1000,"max":200000,"reserve":1},
   "limits":[{"algorithm":"token_bucket","limit":1000000000,"window":"1h"}]}]}"#;
 
+/// The same rule with a concurrency limit never reached (wrk's 8
+/// connections come from one address): the cost of taking and releasing
+/// a slot per stream.
+const CONCURRENCY_RULE: &str = r#"{"domain":"bench","store":{"transport":"webdis","cluster":"ratelimit_store",
+  "authority":"webdis","timeout_ms":1000},"rules":[{"name":"llm","match":{"path_prefix":"/v1/"},
+  "key":["client_ip"],"cost":{"response_body":"usage.total_tokens","default":1000,"max":200000,"reserve":1},
+  "limits":[{"algorithm":"token_bucket","limit":1000000000,"window":"1h"},
+  {"algorithm":"concurrency","limit":1000,"max_hold":"60s"}]}]}"#;
+
 /// What the rule charges a stream reset before its usage came.
 const DEFAULT_COST: u64 = 1000;
 
@@ -44,11 +53,12 @@ pub fn cut_streams(charges: u64, units: u64) -> u64 {
     (over / (DEFAULT_COST - TOTAL_TOKENS) as f64).round() as u64
 }
 
-/// The two Envoys compared.
-const NAMES: [&str; 2] = ["no filter", "token rule (`llm`)"];
+/// The Envoys compared.
+const NAMES: [&str; 3] = ["no filter", "token rule (`llm`)", "token rule + concurrency limit"];
 
-/// Starts Envoy `which` (0: no filter, 1: the token rule) in front of the
-/// upstream, the route's timeout off as streams need.
+/// Starts Envoy `which` (0: no filter, 1: the token rule, 2: with a
+/// concurrency limit) in front of the upstream, the route's timeout off as
+/// streams need.
 fn start(which: usize, upstream: u16, webdis: u16) -> Envoy {
     let (listener, admin) = (free_port(), free_port());
     let t = EnvoyTemplate {
@@ -57,7 +67,7 @@ fn start(which: usize, upstream: u16, webdis: u16) -> Envoy {
         backend: upstream,
         webdis,
         module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(TOKEN_RULE.to_string()),
+        plugin_config: Some(if which == 2 { CONCURRENCY_RULE } else { TOKEN_RULE }.to_string()),
     };
     let rendered = render(&t);
     assert_eq!(rendered.matches("timeout: 5s").count(), 1, "envoy.yaml's route timeout moved");
@@ -67,12 +77,14 @@ fn start(which: usize, upstream: u16, webdis: u16) -> Envoy {
         .unwrap_or_else(|e| panic!("{} refused to start:\n{}", NAMES[which], e.log))
 }
 
-/// One run: wrk and Envoy's CPU per request.
-fn measure(envoy: &Envoy, duration: Duration) -> (WrkRun, f64) {
-    let e0 = cpu_seconds(envoy.process.pid());
+/// One run: wrk, Envoy's CPU per request and store calls per request.
+fn measure(envoy: &Envoy, duration: Duration) -> (WrkRun, f64, f64) {
+    let calls = || envoy.stat("wasmcustom.ratelimit.store_calls");
+    let (e0, c0) = (cpu_seconds(envoy.process.pid()), calls());
     let w = wrk::run(&format!("http://127.0.0.1:{}{PATH}", envoy.port), CONNECTIONS, duration);
-    let e1 = cpu_seconds(envoy.process.pid());
-    (w, (e1 - e0) * 1e6 / w.requests as f64)
+    let (e1, c1) = (cpu_seconds(envoy.process.pid()), calls());
+    let n = w.requests.max(1) as f64;
+    (w, (e1 - e0) * 1e6 / n, c1.saturating_sub(c0) as f64 / n)
 }
 
 /// Starts the store, the upstream and both Envoys; `rounds` rounds of runs,
@@ -81,11 +93,11 @@ pub fn run(rounds: usize, duration: Duration, warmup: Duration, streams: usize) 
     let redis = RedisServer::start();
     let webdis = Webdis::start(redis.port);
     let upstream = SseUpstream::start();
-    let envoys = [start(0, upstream.port, webdis.port), start(1, upstream.port, webdis.port)];
+    let envoys = [0, 1, 2].map(|i| start(i, upstream.port, webdis.port));
     for e in &envoys {
         let _ = wrk::run(&format!("http://127.0.0.1:{}{PATH}", e.port), CONNECTIONS, warmup);
     }
-    let mut runs: [Vec<(WrkRun, f64)>; 2] = [Vec::new(), Vec::new()];
+    let mut runs: [Vec<(WrkRun, f64, f64)>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
         for (i, e) in envoys.iter().enumerate() {
             let r = measure(e, duration);
@@ -95,24 +107,29 @@ pub fn run(rounds: usize, duration: Duration, warmup: Duration, streams: usize) 
     }
     let charges = envoys[1].stat("wasmcustom.ratelimit.llm.charges");
     let units = envoys[1].stat("wasmcustom.ratelimit.llm.charged_units");
-    let held: Vec<Held> = envoys.iter().map(|e| stream_memory::hold(e, streams, STEPS)).collect();
+    let slots = ["taken", "released"].map(|e| envoys[2].stat(&format!("wasmcustom.ratelimit.llm.slots_{e}")));
+    // Memory is compared without the concurrency limit (its slots would cap the streams held).
+    let held: Vec<Held> = envoys[..2].iter().map(|e| stream_memory::hold(e, streams, STEPS)).collect();
     for (h, name) in held.iter().zip(NAMES) {
         eprintln!("  streams {name}: {:?}, {} failed", h.readings, h.failed);
     }
-    section(&runs, &held, rounds, duration, (charges, units), streams)
+    section(&runs, &held, rounds, duration, (charges, units), streams, slots)
 }
 
 fn section(
-    runs: &[Vec<(WrkRun, f64)>; 2],
+    runs: &[Vec<(WrkRun, f64, f64)>; 3],
     held: &[Held],
     rounds: usize,
     duration: Duration,
     (charges, units): (u64, u64),
     streams: usize,
+    [taken, released]: [u64; 2],
 ) -> Section {
     let cpu = |i: usize| runs[i].iter().map(|r| r.1).collect::<Vec<f64>>();
     let ratio = Summary::ratio(&cpu(1), &cpu(0));
-    let rows: Vec<Vec<String>> = (0..2)
+    let with_slots = Summary::ratio(&cpu(2), &cpu(1));
+    let calls = |i: usize| Summary::of(&runs[i].iter().map(|r| r.2).collect::<Vec<_>>());
+    let rows: Vec<Vec<String>> = (0..3)
         .map(|i| {
             let non_2xx: u64 = runs[i].iter().map(|r| r.0.non_2xx).sum();
             vec![
@@ -120,7 +137,8 @@ fn section(
                 Summary::of(&runs[i].iter().map(|r| r.0.rate).collect::<Vec<_>>()).show(0),
                 Summary::of(&runs[i].iter().map(|r| r.0.p50_us).collect::<Vec<_>>()).show(0),
                 Summary::of(&cpu(i)).show(1),
-                if i == 0 { "1".into() } else { ratio.show(2) },
+                if i == 0 { "1".into() } else { Summary::ratio(&cpu(i), &cpu(0)).show(2) },
+                calls(i).show(2),
                 non_2xx.to_string(),
             ]
         })
@@ -155,6 +173,17 @@ fn section(
             String::new(),
         ),
         Target::new(
+            "Envoy CPU per stream with a concurrency limit ÷ without (token streams)",
+            "report only",
+            format!("{:.2}×", with_slots.median),
+            true,
+            format!(
+                "store calls per stream {} with, {} without; slots taken {taken}, released {released}",
+                calls(2).show(2),
+                calls(1).show(2)
+            ),
+        ),
+        Target::new(
             "filter's linear memory per open stream",
             "≤ 1 KiB (1024 B), report only",
             show(linear) + " B",
@@ -167,6 +196,8 @@ fn section(
     let figures = json!({
         "cpu": (0..2).map(|i| json!({"envoy": NAMES[i], "cpu_us": Summary::of(&cpu(i)).to_json()})).collect::<Vec<_>>(),
         "ratio": ratio.to_json(),
+        "concurrency_ratio": with_slots.to_json(),
+        "store_calls_per_stream": (0..3).map(|i| json!({"envoy": NAMES[i], "calls": calls(i).to_json()})).collect::<Vec<_>>(),
         "memory": held.iter().zip(NAMES).map(|(h, n)| json!({"envoy": n, "readings": stream_memory::to_json(h)}))
             .collect::<Vec<_>>(),
     });
@@ -178,7 +209,9 @@ fn section(
          filter; the other has one rule `llm` on `/v1/`, keyed by client address, cost \
          `{{\"response_body\":\"usage.total_tokens\",\"default\":1000,\"max\":200000,\"reserve\":1}}`, one \
          token_bucket limit of 10^9 per hour: a check at the request and a charge of the usage read from the \
-         stream after it. `wrk -t1 -c{CONNECTIONS} -d{}s` on `{PATH}`, the two in turn, {rounds} rounds after a \
+         stream after it. The third has the same rule with a concurrency limit of 1,000 streams (never reached): \
+         each stream also takes a slot with its decision and releases it when it ends (slots taken {taken}, \
+         released {released}). `wrk -t1 -c{CONNECTIONS} -d{}s` on `{PATH}`, the two in turn, {rounds} rounds after a \
          warm-up each; Envoy CPU from /proc as in \"Proxy cost\". The rule charged {charges} streams {units} \
          units in all: {TOTAL_TOKENS} per completed stream, and the default {DEFAULT_COST} for the ~{} streams wrk \
          cut at the end of each run, reset before their usage came.\n\n{}\n\
@@ -187,17 +220,22 @@ fn section(
          heap in use (admin `/memory` `allocated`), the VMs' resident linear memory (/proc/<pid>/smaps: the \
          read-write mapping right below each 8 GiB reservation V8 makes) and Envoy's RSS. Bytes per stream: the \
          least-squares slope over the {} readings.\n\n{}\n\
-         Reading: a token stream costs Envoy {:.2}× its CPU without the filter; each open stream costs the filter \
-         {} B of linear memory and Envoy {heap_extra} B more heap than without the filter.\n\n\
+         Reading: a token stream costs Envoy {:.2}× its CPU without the filter, and a concurrency limit {:.2}× \
+         that again; each open stream costs the filter {} B of linear memory and Envoy {heap_extra} B more heap \
+         than without the filter.\n\n\
          ![token streams](BENCHMARKS-tokens.png)\n",
         GAP.as_micros(),
         duration.as_secs(),
         cut_streams(charges, units),
-        table(&["Envoy", "requests/s", "p50 µs", "Envoy CPU µs/request", "× no filter", "non-2xx"], &rows),
+        table(
+            &["Envoy", "requests/s", "p50 µs", "Envoy CPU µs/request", "× no filter", "store calls/request", "non-2xx"],
+            &rows
+        ),
         stream_memory::OPENED_AT_ONCE,
         STEPS + 1,
         table(&["Envoy", "heap B/stream", "linear memory B/stream", "RSS B/stream", "streams failed"], &mem_rows),
         ratio.median,
+        with_slots.median,
         show(linear),
     );
     Section { title: "Token streams".into(), body, figures, targets }
