@@ -14,6 +14,7 @@ pub mod envoy;
 pub mod fake_store;
 pub mod file_server;
 pub mod fleet;
+pub mod held_streams;
 pub mod http;
 pub mod llm_gateway;
 pub mod llm_upstream;

@@ -202,7 +202,7 @@ fn section(
             .collect::<Vec<_>>(),
     });
     let body = format!(
-        "Two Envoys 1.40 (`--concurrency 1`) rendered from `envoy-config/envoy.yaml`, the route's `timeout: 0s` (as \
+        "Three Envoys 1.40 (`--concurrency 1`) rendered from `envoy-config/envoy.yaml`, the route's `timeout: 0s` (as \
          streams need), in front of an upstream in the bench process that answers every request with an \
          OpenAI-style stream: {EVENTS} `data:` events, one chunk of the chunked encoding each, {} µs apart, \
          `usage.total_tokens` = {TOTAL_TOKENS} in the last (`include_usage`), then `data: [DONE]`. One Envoy has no \
@@ -211,7 +211,7 @@ fn section(
          token_bucket limit of 10^9 per hour: a check at the request and a charge of the usage read from the \
          stream after it. The third has the same rule with a concurrency limit of 1,000 streams (never reached): \
          each stream also takes a slot with its decision and releases it when it ends (slots taken {taken}, \
-         released {released}). `wrk -t1 -c{CONNECTIONS} -d{}s` on `{PATH}`, the two in turn, {rounds} rounds after a \
+         released {released}). `wrk -t1 -c{CONNECTIONS} -d{}s` on `{PATH}`, the three in turn, {rounds} rounds after a \
          warm-up each; Envoy CPU from /proc as in \"Proxy cost\". The rule charged {charges} streams {units} \
          units in all: {TOTAL_TOKENS} per completed stream, and the default {DEFAULT_COST} for the ~{} streams wrk \
          cut at the end of each run, reset before their usage came.\n\n{}\n\

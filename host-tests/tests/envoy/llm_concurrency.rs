@@ -17,7 +17,9 @@ fn a_ninth_completion_while_eight_run_is_refused_for_concurrency_and_costs_nothi
     let slow: Vec<_> = (0..IN_FLIGHT)
         .map(|_| {
             let gw = gw.clone();
-            std::thread::spawn(move || gw.chat(&[("authorization", key), ("x-usage", "100"), ("x-delay-ms", "4000")]).status)
+            std::thread::spawn(move || {
+                gw.chat(&[("authorization", key), ("x-usage", "100"), ("x-delay-ms", "4000")]).status
+            })
         })
         .collect();
     // The eight hold their slots once the store counted them.

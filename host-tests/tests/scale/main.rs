@@ -7,6 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cluster;
+mod concurrency_limits;
+mod concurrency_reload;
 mod faults;
 mod fleet;
 mod leases;
