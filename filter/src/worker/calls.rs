@@ -270,7 +270,12 @@ impl Worker {
             );
         }
         for &owner in flight.owners.iter().rev() {
-            let Some(item) = self.queued(owner, flight.started_ms) else { continue };
+            let Some(item) = self.queued(owner, flight.started_ms) else {
+                if let Owner::Stream { stream, decision } = owner {
+                    self.forget_orphan(stream, decision);
+                }
+                continue;
+            };
             if let Err(item) = self.queue.push_front(item) {
                 self.deliver(host, item.owner, Err(StoreError::Overloaded), host.now_ms());
             }

@@ -44,6 +44,10 @@ pub(super) struct SlotCall {
     pub(super) op: Op,
     /// The stream a renewal is for.
     stream: Option<u32>,
+    /// The stream ended while this renewal was out: release the slot once
+    /// it is answered (sent now, the release could overtake it in another
+    /// call and the renewal take the slot again).
+    then_release: bool,
 }
 
 /// What the worker keeps for slots besides its streams'.
@@ -102,7 +106,12 @@ impl Worker {
                 host.count(hold.rule, Event::SlotReleased);
                 continue;
             }
-            self.queue_slot_call(host, SlotCall { hold, op: Op::Release(0), stream: None }, now);
+            let renewing = self.slots.calls.values_mut().find(|c| c.hold == hold && matches!(c.op, Op::Renew(_)));
+            if let Some(renewal) = renewing {
+                renewal.then_release = true;
+                continue;
+            }
+            self.queue_slot_call(host, SlotCall { hold, op: Op::Release(0), stream: None, then_release: false }, now);
         }
         self.pump(host);
     }
@@ -126,7 +135,8 @@ impl Worker {
                     held.renewed_ms = now;
                 } else {
                     held.renewing = true;
-                    due.push(SlotCall { hold: held.hold.clone(), op: Op::Renew(0), stream: Some(stream) });
+                    let hold = held.hold.clone();
+                    due.push(SlotCall { hold, op: Op::Renew(0), stream: Some(stream), then_release: false });
                 }
             }
         }
@@ -172,6 +182,9 @@ impl Worker {
         if let Some(event) = event {
             host.count(call.hold.rule, event);
         }
+        if call.then_release {
+            return self.release_slots(host, vec![call.hold]);
+        }
         let Some(stream) = call.stream else { return };
         let Some(held) = self.streams.get_mut(&stream).and_then(|s| s.holds.iter_mut().find(|h| h.hold == call.hold))
         else {
@@ -189,6 +202,12 @@ impl Worker {
         if !holds.is_empty() {
             self.slots.orphans.insert((stream, decision), holds);
         }
+    }
+
+    /// A decision whose stream is gone will not be sent after all (its call
+    /// is being split): it takes nothing.
+    pub(super) fn forget_orphan(&mut self, stream: u32, decision: usize) {
+        self.slots.orphans.remove(&(stream, decision));
     }
 
     /// The answer for a decision whose stream is gone.

@@ -147,3 +147,23 @@ fn while_the_store_fails_an_open_rule_holds_slots_of_the_local_share() {
     let mut fresh = worker();
     assert_eq!(fresh.on_request(&host, 5, &user("/", "a")), Action::Continue);
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_stream_ending_while_its_renewal_is_out_is_released_after_the_renewal() {
+    let host = FakeHost::new();
+    let mut w = worker();
+    w.on_request(&host, 1, &user("/", "a"));
+    let id = op_of(&host, 0).1;
+    w.on_answer(&host, host.token(0), slot(true, 1));
+    host.now.set(NOW + 1000);
+    w.on_tick(&host);
+    assert_eq!(op_of(&host, 1).0, "n");
+    w.on_stream_end(&host, 1);
+    assert_eq!(host.sent.borrow().len(), 2, "the release waits for the renewal");
+    w.on_answer(&host, host.token(1), slot(true, 1));
+    assert_eq!(op_of(&host, 2), ("r".to_string(), id));
+    w.on_answer(&host, host.token(2), slot(true, 2));
+    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(w.sizes(), (0, 0, 0));
+}
