@@ -1,9 +1,10 @@
 //! How large a lease to ask for, and until when one holds.
 //!
 //! The size follows the client's pace on this proxy: a client that spent
-//! its last lease of g requests in t ms is asked g x `max_age` / t, one
-//! that had none yet what the worker saw of it in the last `max_age` (once
-//! that reaches `HOT_AFTER`). It is capped by `max_units`, and by a share of
+//! its last lease of g requests in t ms is asked g x `max_age` / t, or what
+//! the worker saw of it in the last `max_age` if that is more (once that
+//! reaches `HOT_AFTER`: a lease granted long ago must not keep a client
+//! that is hot again from leases). It is capped by `max_units`, and by a share of
 //! what the store said remains: remaining ÷ (2 × fleet_size), so that near
 //! the limit leases shrink to nothing and every request is decided by the
 //! store again, and no proxy can take more than half of what is left from
@@ -44,15 +45,21 @@ pub enum Span {
 /// (`heat`: its requests in the last `max_age` on this worker) and had no
 /// lease.
 pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_ms: u64) -> u64 {
-    let paced = match previous {
+    let since_last = match previous {
         Some(p) if p.granted > 0 => {
             let took = now_ms.saturating_sub(p.granted_at_ms).max(1);
             let n = u128::from(p.granted) * u128::from(params.max_age_ms) / u128::from(took);
             u64::try_from(n).unwrap_or(u64::MAX)
         }
-        _ if heat >= HOT_AFTER => heat,
-        _ => return 0,
+        _ => 0,
     };
+    // The pace seen here counts too: a lease granted long ago (the client
+    // paused, then came back) says the client is slow, never that it is
+    // not hot now.
+    let paced = if heat >= HOT_AFTER { since_last.max(heat) } else { since_last };
+    if paced == 0 {
+        return 0;
+    }
     let share = previous.map_or(u64::MAX, |p| {
         let left = p.limits.iter().map(|l| l.remaining_at_grant / l.per_request.max(1)).min().unwrap_or(0);
         left / params.fleet_size.max(1).saturating_mul(2)
@@ -110,6 +117,11 @@ mod tests {
         // 20 in 4 s (it expired unspent, or the client slowed): 5.
         let slow = previous(20, NOW - 4_000, &[(10_000, 1)]);
         assert_eq!(ask(&PARAMS, Some(&slow), 0, NOW), 5);
+        // A lease of 4 a minute ago, and the client hot again: its pace now.
+        let stale = previous(4, NOW - 60_000, &[(10_000, 1)]);
+        assert_eq!(ask(&PARAMS, Some(&stale), 0, NOW), 0);
+        assert_eq!(ask(&PARAMS, Some(&stale), 50, NOW), 50);
+        assert_eq!(ask(&PARAMS, Some(&fast), 50, NOW), 80, "the faster of the two");
     }
 
     #[test]

@@ -236,6 +236,16 @@ pub fn run(rounds: usize, long: Duration, short: Duration, warmup: Duration) -> 
             let duration = if case.connections == 1 { short } else { long };
             let r = measure(envoy_of(case.variant), &shared, case, &script(case.identities), duration);
             eprintln!("  proxy round {round} {} ({} conn): {r:?}", case.name(), case.connections);
+            if case.variant == Variant::Leased {
+                let e = envoy_of(case.variant);
+                let stat = |n: &str| e.stat(&format!("wasmcustom.ratelimit.api.{n}"));
+                eprintln!(
+                    "    leases so far: {} granted, {} requests admitted from them of {} allowed",
+                    stat("leases"),
+                    stat("lease_allowed"),
+                    stat("allowed")
+                );
+            }
             runs[i].push(r);
         }
     }

@@ -14,7 +14,8 @@ both_transports!(
     two_workers_spend_one_lease_and_a_hot_client_gets_exactly_its_limit,
     the_lease_table_and_memory_stay_bounded_whatever_the_clients,
     a_reloaded_vm_spends_what_is_left_of_the_lease_and_no_unit_twice,
-    a_lease_in_hand_admits_while_the_store_fails_then_the_policy_applies
+    a_lease_in_hand_admits_while_the_store_fails_then_the_policy_applies,
+    a_client_hot_again_after_a_pause_is_leased_again
 );
 
 /// Per client: 50 a minute and 20 a second (a bucket), both leased.
@@ -124,4 +125,24 @@ fn a_lease_in_hand_admits_while_the_store_fails_then_the_policy_applies(kind: Ki
     assert!(paid >= 1, "the lease in hand admits: {statuses:?}");
     assert!(statuses[paid..].iter().all(|s| *s == 503), "then the rule fails closed: {statuses:?}");
     assert_eq!(host.counter("ratelimit.hot.lease_allowed") - leased, paid as i64);
+}
+
+/// Leased once, then quiet for a minute (its last lease says it was slow),
+/// then hot again: it is leased again at its pace now, not left to the
+/// store for every request (the bug a full bench sitting found).
+fn a_client_hot_again_after_a_pause_is_leased_again(kind: Kind) {
+    let servers = Servers::start(kind);
+    // Limits far from reach: only the pace sizes the leases.
+    let config = kind.config(&HOT.replace(r#""limit":50,"window":"1m""#, r#""limit":100000,"window":"1h""#));
+    let mut host = servers.host(&config, 1).start();
+    host.advance_to(at(1_000));
+    with_a_lease(&mut host);
+    host.advance(60_000);
+    let (calls, leases) = (host.calls_made(), host.counter("ratelimit.hot.leases"));
+    for _ in 0..100 {
+        assert_eq!(host.send(0, as_user("hot")).status, 200);
+    }
+    assert!(host.counter("ratelimit.hot.leases") > leases, "leased again");
+    let made = host.calls_made() - calls;
+    assert!(made <= 30, "{made} store calls for 100 requests of a hot client");
 }

@@ -21,6 +21,7 @@ mod huge_replies;
 mod info_failures;
 mod late_reply;
 mod leases;
+mod local_slots;
 mod malformed;
 mod memory_flat;
 mod noscript;
