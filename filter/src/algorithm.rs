@@ -1,5 +1,9 @@
 //! The five algorithms a limit can use, and what each needs from the store.
 
+/// A concurrency refusal's retry (`CC_RETRY_MS` in `lua/driver.lua`): when
+/// a stream ends is unknown, so clients are told to retry in a second.
+pub const CC_RETRY_MS: u64 = 1000;
+
 /// A rate-limiting algorithm, chosen per limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {

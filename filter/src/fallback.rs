@@ -13,9 +13,9 @@
 
 use std::num::NonZeroU32;
 
+use crate::algorithm::CC_RETRY_MS;
 use crate::outcome::LimitOutcome;
 use crate::shared::{read_u64s, write_u64s, SharedData};
-use crate::store::script_call::CC_RETRY_MS;
 
 /// One limit to charge in the fallback.
 #[derive(Clone, Copy, Debug)]

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::algorithm::CC_RETRY_MS;
 use crate::outcome::LimitOutcome;
 use crate::spec::{LimitSpec, Op};
-use crate::store::script_call::CC_RETRY_MS;
 
 /// Slots by id, each with its expiry (ms, the store's clock).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

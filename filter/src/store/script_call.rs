@@ -12,7 +12,7 @@
 //! zeros after it: it failed alone, nothing of it was written, the others
 //! were decided.
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, CC_RETRY_MS};
 use crate::keys::limit_keys;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
@@ -21,10 +21,6 @@ use crate::store::{redis_error, StoreError};
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
 pub const ERROR_TEXT: usize = 66;
-
-/// A concurrency denial's retry (`CC_RETRY_MS` in `lua/driver.lua`): when
-/// a stream ends is unknown, so clients are told to retry in a second.
-pub const CC_RETRY_MS: u64 = 1000;
 
 /// The script's reply as the transports read it: its values as integers,
 /// and the texts that stood in place of some (the errors of the decisions

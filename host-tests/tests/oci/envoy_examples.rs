@@ -123,6 +123,9 @@ fn the_llm_gateway_is_valid_and_its_plugin_configuration_loads() {
     let loaded = ratelimit::config::load(plugin.as_bytes()).unwrap();
     let rule = &loaded.rules[0];
     assert!(rule.cost.after_response(), "tokens are charged after the response");
-    assert_eq!(rule.limits.len(), 2);
+    // Requests a minute, tokens an hour, and completions in flight at once.
+    let algorithms: Vec<&str> = rule.limits.iter().map(|l| l.spec.algorithm.name()).collect();
+    assert_eq!(algorithms, ["sliding_window", "token_bucket", "concurrency"]);
+    assert_eq!(rule.limits[2].spec.limit, 8);
     assert!(v["stats_config"]["stats_tags"][0]["tag_name"].as_str() == Some("rule"));
 }
