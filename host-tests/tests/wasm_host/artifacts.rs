@@ -16,7 +16,8 @@ fn the_default_build_imports_no_redis_call() {
     assert!(!function_exports(Artifact::Webdis).contains(&"proxy_on_redis_call_response".to_string()));
     // Only what wasm32-wasip1's std needs from WASI, and entropy (seeding
     // concurrency slot ids): nothing that touches the machine.
-    let wasi: Vec<&String> = imports.iter().filter(|i| i.starts_with("wasi_snapshot_preview1.")).collect();
+    let mut wasi: Vec<&String> = imports.iter().filter(|i| i.starts_with("wasi_snapshot_preview1.")).collect();
+    wasi.sort();
     assert_eq!(
         wasi,
         [
