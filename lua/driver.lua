@@ -265,11 +265,10 @@ for h = 1, H do
       nk = nk + 1
       if c == 'fw' then
         has_strings = true
-      elseif c == 'cc' then
-        needs_clock = true
       else
+        -- tb and gc are read by MGET; sl and cc read their sorted sets.
         needs_clock = true
-        has_strings = has_strings or c ~= 'sl'
+        has_strings = has_strings or (c ~= 'sl' and c ~= 'cc')
       end
     end
     a = a + 4

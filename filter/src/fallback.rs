@@ -68,10 +68,13 @@ pub fn admit<S: SharedData + ?Sized>(
             let cost = l.cost;
             let allowed = count.saturating_add(cost) <= l.share;
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
-            // A stream's end is unknown: a denied one retries in a second.
-            let (reset_ms, wait, second) = match l.hold_ms {
+            // The entry's second field: a window's index, or until when the
+            // streams held count. A stream's end is unknown: a denied one
+            // retries in a second.
+            let ends_in = window - now_ms % window;
+            let (reset_ms, wait, stamp) = match l.hold_ms {
                 Some(hold) => (0, CC_RETRY_MS, now_ms.saturating_add(hold)),
-                None => (window - now_ms % window, window - now_ms % window, now_ms / window),
+                None => (ends_in, ends_in, now_ms / window),
             };
             outcomes.push(LimitOutcome {
                 allowed,
@@ -79,7 +82,7 @@ pub fn admit<S: SharedData + ?Sized>(
                 reset_ms,
                 retry_after_ms: if allowed { Some(0) } else { Some(wait) },
             });
-            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, second, count.saturating_add(cost)]));
+            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, stamp, count.saturating_add(cost)]));
         }
         if outcomes.iter().any(|d| !d.allowed) {
             return outcomes;

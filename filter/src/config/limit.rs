@@ -115,14 +115,18 @@ pub fn parse_limit(v: &Value, path: &str, fingerprint_parts: &[&[u8]]) -> Result
     }
     let spec = LimitSpec { algorithm, limit, window_ms, burst };
     let numbers = [limit, window_ms, burst, counts as u64, u64::from(staggered)];
-    let mut bytes = [0u8; 40];
-    for (chunk, n) in bytes.chunks_mut(8).zip(numbers) {
-        chunk.copy_from_slice(&n.to_le_bytes());
-    }
+    let fingerprint = limit_fingerprint(fingerprint_parts, algorithm, &numbers);
+    Ok(Limit { spec, counts, staggered, policy: String::new(), fingerprint })
+}
+
+/// A limit's fingerprint: its rule's parts, its algorithm's code, and its
+/// parameters as little-endian u64s.
+fn limit_fingerprint(fingerprint_parts: &[&[u8]], algorithm: Algorithm, numbers: &[u64]) -> u64 {
+    let bytes: Vec<u8> = numbers.iter().flat_map(|n| n.to_le_bytes()).collect();
     let mut parts: Vec<&[u8]> = fingerprint_parts.to_vec();
     parts.push(algorithm.code().as_bytes());
     parts.push(&bytes);
-    Ok(Limit { spec, counts, staggered, policy: String::new(), fingerprint: fingerprint(&parts) })
+    fingerprint(&parts)
 }
 
 /// A concurrency limit: `limit` streams in flight at once, each slot
@@ -148,17 +152,6 @@ fn parse_concurrency(o: &Obj<'_>, fingerprint_parts: &[&[u8]]) -> Result<Limit> 
             .ok_or_else(|| ConfigError::at(&o.path_of("max_hold"), "must be a duration from 1s to 24h"))?,
     };
     let spec = LimitSpec { algorithm: Algorithm::Concurrency, limit, window_ms: max_hold_ms, burst: 1 };
-    let mut bytes = [0u8; 16];
-    bytes[..8].copy_from_slice(&limit.to_le_bytes());
-    bytes[8..].copy_from_slice(&max_hold_ms.to_le_bytes());
-    let mut parts: Vec<&[u8]> = fingerprint_parts.to_vec();
-    parts.push(Algorithm::Concurrency.code().as_bytes());
-    parts.push(&bytes);
-    Ok(Limit {
-        spec,
-        counts: Counts::Requests,
-        staggered: false,
-        policy: String::new(),
-        fingerprint: fingerprint(&parts),
-    })
+    let fingerprint = limit_fingerprint(fingerprint_parts, Algorithm::Concurrency, &[limit, max_hold_ms]);
+    Ok(Limit { spec, counts: Counts::Requests, staggered: false, policy: String::new(), fingerprint })
 }

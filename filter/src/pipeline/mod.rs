@@ -5,8 +5,9 @@
 
 use crate::algorithm::Algorithm;
 use crate::breaker::{self, Gate};
-use crate::config::{Config, Cost, Counts, FailureMode, Rule};
+use crate::config::{Config, Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::DenyCache;
+use crate::fallback::FallbackLimit;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
 use crate::keys::cluster_slot;
@@ -88,16 +89,33 @@ pub struct Hold {
 
 impl Hold {
     /// Its limit's entry in the local share.
-    pub fn local_share(&self, config: &Config) -> Option<crate::fallback::FallbackLimit> {
+    pub fn local_share(&self, config: &Config) -> Option<FallbackLimit> {
         let rule = config.rules.get(self.rule)?;
-        let l = rule.limits.get(self.limit)?;
-        Some(crate::fallback::FallbackLimit {
-            fingerprint: crate::fingerprint::entry_fingerprint(l.fingerprint, &self.digest),
-            share: l.spec.limit / rule.fleet_size.get(),
-            window_ms: l.spec.window_ms,
-            cost: 1,
-            hold_ms: Some(l.spec.window_ms),
-        })
+        Some(fallback_limit(rule, rule.limits.get(self.limit)?, &self.digest, 1))
+    }
+
+    /// Gives back a slot of the local share (`local`), counted as released.
+    pub fn release_locally<S, M>(&self, config: &Config, shared: &S, metrics: &M, now_ms: u64)
+    where
+        S: SharedData + ?Sized,
+        M: Metrics + ?Sized,
+    {
+        if let Some(share) = self.local_share(config) {
+            crate::fallback::release_slot(shared, config.deny_cache.slots, &share, now_ms);
+        }
+        metrics.count(self.rule, Event::SlotReleased);
+    }
+}
+
+/// Limit `l` of `rule` in the local fallback, for the identity of `digest`,
+/// taking `cost` units (a concurrency limit: streams held, not a window).
+pub fn fallback_limit(rule: &Rule, l: &Limit, digest: &IdentityDigest, cost: u64) -> FallbackLimit {
+    FallbackLimit {
+        fingerprint: crate::fingerprint::entry_fingerprint(l.fingerprint, digest),
+        share: l.spec.limit / rule.fleet_size.get(),
+        window_ms: l.spec.window_ms,
+        cost,
+        hold_ms: (l.spec.algorithm == Algorithm::Concurrency).then_some(l.spec.window_ms),
     }
 }
 
@@ -145,9 +163,21 @@ pub struct PlannedDecision {
 }
 
 impl PlannedDecision {
-    /// The identity's digest.
-    pub fn digest(&self) -> IdentityDigest {
-        self.digest
+    /// The slots it takes in the store if it is admitted (`local`: or in
+    /// the local share, when its store failed).
+    pub fn takes(&self, local: bool) -> impl Iterator<Item = Hold> + '_ {
+        self.limits.iter().filter_map(move |l| match l.op {
+            Op::Take(id) => Some(Hold {
+                rule: l.rule,
+                limit: l.limit,
+                identity: self.identity.clone(),
+                slot: self.slot,
+                id,
+                digest: self.digest,
+                local,
+            }),
+            _ => None,
+        })
     }
 
     /// Whether the decision is still to be made (a breaker may have answered it).
@@ -479,12 +509,10 @@ impl Pending {
         M: Metrics + ?Sized,
     {
         for hold in holds {
-            if !hold.local {
+            if hold.local {
+                hold.release_locally(env.config, env.shared, env.metrics, self.now_ms);
+            } else {
                 self.stranded.push(hold);
-                continue;
-            }
-            if let Some(share) = hold.local_share(env.config) {
-                crate::fallback::release_slot(env.shared, env.config.deny_cache.slots, &share, self.now_ms);
             }
         }
     }
@@ -505,26 +533,14 @@ impl Pending {
                 Some(Err(_)) => (true, false),
                 None => continue,
             };
-            for l in &d.limits {
-                let Op::Take(id) = l.op else { continue };
-                let rule = &config.rules[l.rule];
+            out.extend(d.takes(local).filter(|h| {
+                let rule = &config.rules[h.rule];
                 let fallback_admitted = local
                     && !rule.shadow
                     && rule.failure_mode == FailureMode::Open
-                    && verdicts.iter().any(|(v, verdict)| *v == l.rule && matches!(verdict, Verdict::Allowed(_)));
-                if admitted || fallback_admitted {
-                    let identity = d.identity.clone();
-                    out.push(Hold {
-                        rule: l.rule,
-                        limit: l.limit,
-                        identity,
-                        slot: d.slot,
-                        id,
-                        digest: d.digest,
-                        local,
-                    });
-                }
-            }
+                    && verdicts.iter().any(|(v, verdict)| *v == h.rule && matches!(verdict, Verdict::Allowed(_)));
+                admitted || fallback_admitted
+            }));
         }
         out
     }

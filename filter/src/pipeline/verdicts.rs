@@ -1,7 +1,7 @@
 //! One rule's verdict from its store decisions (caching a denial), or
 //! from its failure policy when the store failed (the fallback bucket).
 
-use super::{Env, Pending, PlannedDecision, Verdict};
+use super::{fallback_limit, Env, Pending, PlannedDecision, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::{Cost, FailureMode};
 use crate::deny_cache::{DenyCache, DenyEntry};
@@ -93,17 +93,8 @@ impl Pending {
             env.metrics.count(r, Event::FailClosed);
             return Verdict::FailClosed;
         }
-        let limits: Vec<FallbackLimit> = rule
-            .limits
-            .iter()
-            .map(|l| FallbackLimit {
-                fingerprint: entry_fingerprint(l.fingerprint, &d.digest),
-                share: l.spec.limit / rule.fleet_size.get(),
-                window_ms: l.spec.window_ms,
-                cost: rule.request_amount(l),
-                hold_ms: (l.spec.algorithm == Algorithm::Concurrency).then_some(l.spec.window_ms),
-            })
-            .collect();
+        let limits: Vec<FallbackLimit> =
+            rule.limits.iter().map(|l| fallback_limit(rule, l, &d.digest, rule.request_amount(l))).collect();
         let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
         let shown: Vec<Shown> = limits
             .iter()

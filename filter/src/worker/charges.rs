@@ -16,7 +16,7 @@ use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::Charge;
+use crate::pipeline::{fallback_limit, Charge};
 use crate::store::StoreError;
 
 /// Charges of one identity under one rule on their way to the store.
@@ -143,13 +143,7 @@ impl Worker {
                     .limits
                     .iter()
                     .filter_map(|&(limit, _)| rule.limits.get(limit))
-                    .map(|l| FallbackLimit {
-                        fingerprint: entry_fingerprint(l.fingerprint, &c.charge.digest),
-                        share: l.spec.limit / rule.fleet_size.get(),
-                        window_ms: l.spec.window_ms,
-                        cost: c.amount,
-                        hold_ms: None,
-                    })
+                    .map(|l| fallback_limit(rule, l, &c.charge.digest, c.amount))
                     .collect();
                 let now = host.now_ms();
                 fallback::charge(host, config.deny_cache.slots, &limits, now);

@@ -363,7 +363,7 @@ impl Worker {
             for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
                 let owner = Owner::Stream { stream, decision: i };
                 if self.flights.values().any(|f| f.owners.contains(&owner)) {
-                    self.orphan(stream, i, slots::takes(d));
+                    self.orphan(stream, i, d.takes(false).collect());
                 }
             }
         }

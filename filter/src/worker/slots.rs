@@ -16,7 +16,7 @@ use crate::fallback;
 use crate::id_map::IdMap;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{Hold, PlannedDecision};
+use crate::pipeline::Hold;
 use crate::spec::Op;
 use crate::store::StoreError;
 
@@ -74,25 +74,6 @@ pub(super) fn tick_ms(config: &Config) -> Option<u64> {
     limits.filter(|l| l.spec.algorithm == Algorithm::Concurrency).map(|l| (l.spec.window_ms / 6).max(MIN_TICK_MS)).min()
 }
 
-/// The slots `d` takes in the store if it is admitted.
-pub(super) fn takes(d: &PlannedDecision) -> Vec<Hold> {
-    d.limits
-        .iter()
-        .filter_map(|l| match l.op {
-            Op::Take(id) => Some(Hold {
-                rule: l.rule,
-                limit: l.limit,
-                identity: d.identity.clone(),
-                slot: d.slot,
-                id,
-                digest: d.digest(),
-                local: false,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
 impl Worker {
     /// Releases slots whose streams ended (or never began: a request
     /// refused by another rule after its slot was taken).
@@ -100,10 +81,7 @@ impl Worker {
         let now = host.now_ms();
         for hold in holds {
             if hold.local {
-                if let Some(l) = hold.local_share(&self.config) {
-                    fallback::release_slot(host, self.config.deny_cache.slots, &l, now);
-                }
-                host.count(hold.rule, Event::SlotReleased);
+                hold.release_locally(&self.config, host, host, now);
                 continue;
             }
             let renewing = self.slots.calls.values_mut().find(|c| c.hold == hold && matches!(c.op, Op::Renew(_)));
@@ -111,7 +89,8 @@ impl Worker {
                 renewal.then_release = true;
                 continue;
             }
-            self.queue_slot_call(host, SlotCall { hold, op: Op::Release(0), stream: None, then_release: false }, now);
+            let op = Op::Release(hold.id);
+            self.queue_slot_call(host, SlotCall { hold, op, stream: None, then_release: false }, now);
         }
         self.pump(host);
     }
@@ -135,8 +114,8 @@ impl Worker {
                     held.renewed_ms = now;
                 } else {
                     held.renewing = true;
-                    let hold = held.hold.clone();
-                    due.push(SlotCall { hold, op: Op::Renew(0), stream: Some(stream), then_release: false });
+                    let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
+                    due.push(SlotCall { hold, op, stream: Some(stream), then_release: false });
                 }
             }
         }
@@ -146,11 +125,7 @@ impl Worker {
         self.pump(host);
     }
 
-    fn queue_slot_call<H: Host>(&mut self, host: &H, mut call: SlotCall, now: u64) {
-        call.op = match call.op {
-            Op::Renew(_) => Op::Renew(call.hold.id),
-            _ => Op::Release(call.hold.id),
-        };
+    fn queue_slot_call<H: Host>(&mut self, host: &H, call: SlotCall, now: u64) {
         let id = self.slots.next;
         self.slots.next = self.slots.next.wrapping_add(1);
         self.slots.calls.insert(id, call);

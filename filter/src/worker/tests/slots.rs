@@ -167,3 +167,22 @@ fn a_stream_ending_while_its_renewal_is_out_is_released_after_the_renewal() {
     assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
     assert_eq!(w.sizes(), (0, 0, 0));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_local_slot_of_a_request_another_rule_refuses_is_given_back_and_counted() {
+    let host = FakeHost::new();
+    host.fail_send.set(true);
+    let closed = r#"{"name":"gate","key":["header:x-user"],"failure_mode":"closed",
+        "limits":[{"algorithm":"fixed_window","limit":100,"window":"1m"}]}"#;
+    let one = LLM.replace(r#""limit":2"#, r#""limit":1"#);
+    let mut w = Worker::new(config("", &format!("{one},{closed}")), NOW);
+    for stream in 1..=2 {
+        assert_eq!(w.on_request(&host, stream, &user("/", "a")), Action::Pause);
+    }
+    // Both 503 (the gate fails closed), never a 429: the one local slot was
+    // given back each time.
+    let statuses: Vec<u32> = host.replied.borrow().iter().map(|(_, r)| r.status).collect();
+    assert_eq!(statuses, [503, 503]);
+    assert_eq!((host.metrics.get(0, Event::SlotTakenLocally), host.metrics.get(0, Event::SlotReleased)), (2, 2));
+}
