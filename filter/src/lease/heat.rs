@@ -2,17 +2,23 @@
 //! the last `max_age`, as a sliding-window counter (the previous period
 //! weighed by how much of it is still inside the window, plus the current
 //! one) in a fixed table, so that memory stays flat whatever the number of
-//! clients. A slot shared by two clients restarts the count of the one that
-//! arrives: heat only sizes leases, it never admits anything.
+//! clients. Each identity has four candidate slots and a newcomer takes the
+//! coldest of them, so a hot client keeps its count beside cold ones (with
+//! one slot each, a fifth of 1,000 clients shared a slot with another and
+//! restarted each other's count: never hot). A client pushed out only
+//! starts counting again: heat sizes leases, it never admits anything.
 
 /// Requests within `max_age` on one worker that make an identity hot: its
 /// next store decision asks for a lease. Below this, every request is
 /// decided by the store, as without leases.
 pub const HOT_AFTER: u64 = 4;
 
-/// Identities tracked per worker (32 bytes each): enough that a thousand
-/// clients rarely share one.
+/// Identities tracked per worker (32 bytes each).
 const SLOTS: usize = 4096;
+
+/// Slots an identity may hold: with four, a thousand clients in turn all
+/// keep theirs (with two, 2% of them kept pushing each other out).
+const CHOICES: usize = 4;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
@@ -35,22 +41,37 @@ impl Default for Heat {
     }
 }
 
-impl Heat {
-    /// The requests of `key` in the last `period_ms` at `now_ms`, as
-    /// `observe` last counted them (0 if another key holds its slot).
-    pub fn estimate(&self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
-        let period_ms = period_ms.max(1);
-        let period = now_ms / period_ms;
-        let Some(s) = self.slots.get((key % SLOTS as u64) as usize) else { return 0 };
-        let (current, previous) = match period.checked_sub(s.period) {
-            _ if s.key != key => return 0,
-            Some(0) => (s.current, s.previous),
-            Some(1) => (0, s.current),
+impl Slot {
+    /// Its requests in the last `period_ms` at `now_ms` (0 once stale).
+    fn requests(&self, now_ms: u64, period_ms: u64) -> u64 {
+        let (current, previous) = match (now_ms / period_ms).checked_sub(self.period) {
+            Some(0) => (self.current, self.previous),
+            Some(1) => (0, self.current),
             _ => return 0,
         };
         let left = period_ms - now_ms % period_ms;
+        // previous x (the part of it still within the last period) + current.
         let carried = (u128::from(previous) * u128::from(left) / u128::from(period_ms)) as u64;
         carried.saturating_add(current)
+    }
+}
+
+/// The slots `key` may hold: one from each 16 bits of a fingerprint that
+/// is already a hash (4,096 divides 65,536: each as likely as another).
+fn candidates(key: u64) -> [usize; CHOICES] {
+    [0, 1, 2, 3].map(|i| ((key >> (16 * i)) & 0xffff) as usize % SLOTS)
+}
+
+impl Heat {
+    /// The requests of `key` in the last `period_ms` at `now_ms`, as
+    /// `observe` last counted them (0 if it holds no slot).
+    pub fn estimate(&self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
+        let period_ms = period_ms.max(1);
+        candidates(key)
+            .iter()
+            .filter_map(|&i| self.slots.get(i))
+            .find(|s| s.key == key)
+            .map_or(0, |s| s.requests(now_ms, period_ms))
     }
 
     /// Counts a request of `key` at `now_ms`; the requests of `key` in the
@@ -59,17 +80,19 @@ impl Heat {
     pub fn observe(&mut self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
         let period_ms = period_ms.max(1);
         let period = now_ms / period_ms;
-        let Some(s) = self.slots.get_mut((key % SLOTS as u64) as usize) else { return 1 };
+        let slots = candidates(key);
+        let held = slots.iter().copied().find(|&i| self.slots.get(i).is_some_and(|s| s.key == key));
+        // Not held: the coldest candidate is given to it.
+        let cold = |i: usize| self.slots.get(i).map_or(0, |s| s.requests(now_ms, period_ms));
+        let at = held.unwrap_or_else(|| slots.iter().copied().min_by_key(|&i| cold(i)).unwrap_or(slots[0]));
+        let Some(s) = self.slots.get_mut(at) else { return 1 };
         if s.key != key || period > s.period.saturating_add(1) || period < s.period {
             *s = Slot { key, period, current: 0, previous: 0 };
         } else if period == s.period + 1 {
             *s = Slot { key, period, current: 0, previous: s.current };
         }
         s.current = s.current.saturating_add(1);
-        let left = period_ms - now_ms % period_ms;
-        // previous x (the part of it still within the last period) + current.
-        let carried = (u128::from(s.previous) * u128::from(left) / u128::from(period_ms)) as u64;
-        carried.saturating_add(s.current)
+        s.requests(now_ms, period_ms)
     }
 }
 
@@ -96,16 +119,43 @@ mod tests {
 
     #[test]
     #[wasm_bindgen_test]
-    fn clients_sharing_a_slot_restart_each_others_count_and_memory_stays_fixed() {
+    fn a_newcomer_takes_the_coldest_of_its_slots_and_memory_stays_fixed() {
         let mut h = Heat::default();
-        assert_eq!(h.observe(1, NOW, 1_000), 1);
-        assert_eq!(h.observe(1, NOW, 1_000), 2);
-        assert_eq!(h.observe(1 + SLOTS as u64, NOW, 1_000), 1);
-        assert_eq!(h.observe(1, NOW, 1_000), 1);
+        let s = SLOTS as u64;
+        // 1, 1 + SLOTS and 1 + 2 x SLOTS have the same slots (1 and 0).
+        assert_eq!(candidates(1), [1, 0, 0, 0]);
+        assert_eq!(candidates(1), candidates(1 + 2 * s));
+        for _ in 0..3 {
+            h.observe(1, NOW, 1_000);
+        }
+        assert_eq!(h.observe(1 + s, NOW, 1_000), 1);
+        assert_eq!(h.observe(1, NOW, 1_000), 4, "the hot one kept its count");
+        assert_eq!(h.observe(1 + s, NOW, 1_000), 2);
+        // A third: it takes the colder slot; the hot one keeps counting.
+        assert_eq!(h.observe(1 + 2 * s, NOW, 1_000), 1);
+        assert_eq!(h.estimate(1 + s, NOW, 1_000), 0, "pushed out");
+        assert_eq!(h.observe(1, NOW, 1_000), 5);
         for key in 0..1_000_000u64 {
             h.observe(key.wrapping_mul(0x9e37_79b9_7f4a_7c15), NOW, 1_000);
         }
         assert_eq!(h.slots.len(), SLOTS);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_thousand_clients_in_turn_are_all_hot_after_a_few_rounds() {
+        // With one slot each, about a fifth of them shared a slot and never
+        // got past a count of 1.
+        let mut h = Heat::default();
+        let keys: Vec<u64> = (1..=1_000u64).map(|k| crate::fingerprint::combine(k, &[k])).collect();
+        let mut last = vec![0; keys.len()];
+        for round in 0..8 {
+            for (i, &k) in keys.iter().enumerate() {
+                last[i] = h.observe(k, NOW + round, 1_000);
+            }
+        }
+        let hot = last.iter().filter(|&&n| n >= HOT_AFTER).count();
+        assert_eq!(hot, 1_000);
     }
 
     #[test]

@@ -26,4 +26,4 @@ mod table;
 pub use heat::{Heat, HOT_AFTER};
 pub use plan::{ask, expires_at, LeaseParams, Span};
 pub use record::{LeaseRecord, LeasedLimit, MAX_LEASED_LIMITS};
-pub use table::{LeaseTable, Spend};
+pub use table::{LeaseTable, Probe, Spend};

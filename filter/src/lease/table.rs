@@ -1,10 +1,16 @@
 //! The proxy's leases: a fixed number of shared-data slots (shared data
 //! has no delete, so a table keyed by identity would grow forever), each
-//! holding at most one lease. A lease is found by its fingerprint, spent
-//! one request at a time with compare-and-swap (two workers never spend
-//! one unit twice), and lost, never doubled, when another client's lease
-//! takes its slot or two first writes race: a lost lease admits less,
-//! never more.
+//! holding at most one lease. A fingerprint may sit in any of its
+//! `CHOICES` candidate slots, probed in order; a lease goes to the slot
+//! that holds its fingerprint already, else the first never written (a
+//! slot once written stays so: nothing of that fingerprint lies beyond
+//! one never written), else one whose lease ended. With one slot each, a
+//! fifth of 1,000 clients shared theirs with another and their leases
+//! kept replacing each other. A lease is spent one request at a time with
+//! compare-and-swap (two workers never spend one unit twice), and lost,
+//! never doubled, when two first writes race or when a grant finds every
+//! candidate held by a live lease (`room` says so before the ask): a lost
+//! lease admits less, never more.
 
 use std::num::NonZeroU32;
 
@@ -13,6 +19,9 @@ use crate::shared::SharedData;
 
 /// Compare-and-swap attempts before a spend gives way to the store.
 const ATTEMPTS: usize = 8;
+
+/// Candidate slots of a fingerprint.
+const CHOICES: u32 = 4;
 
 /// What spending one request of a lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,14 +34,37 @@ pub enum Spend {
     Contended,
 }
 
+/// What a fingerprint's candidate slots hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Its lease, live or not (what it says of the client's pace and of
+    /// the limits sizes the next one).
+    pub previous: Option<LeaseRecord>,
+    /// Whether a lease granted now would find a slot without pushing out
+    /// another client's live lease.
+    pub room: bool,
+}
+
 /// The leases over `slots` shared-data entries.
 pub struct LeaseTable<'a, S: SharedData + ?Sized> {
     shared: &'a S,
     slots: NonZeroU32,
 }
 
-fn slot_key(fingerprint: u64, slots: NonZeroU32) -> String {
-    format!("ratelimit.lease.{}", fingerprint % u64::from(slots.get()))
+/// The keys of `fingerprint`'s candidate slots, in probe order, distinct
+/// (fewer when the table has fewer slots). The fingerprint is already a
+/// hash: each rotation of it picks a slot as if at random.
+fn slot_keys(fingerprint: u64, slots: NonZeroU32) -> impl Iterator<Item = String> {
+    let n = u64::from(slots.get());
+    let index = move |i: u32| fingerprint.rotate_left(16 * i) % n;
+    (0..CHOICES)
+        .filter(move |&i| (0..i).all(|j| index(j) != index(i)))
+        .map(move |i| format!("ratelimit.lease.{}", index(i)))
+}
+
+/// Whether a slot's lease admits nothing any more at `now_ms`.
+fn ended(lease: &LeaseRecord, now_ms: u64) -> bool {
+    lease.expires_at_ms <= now_ms || lease.requests_left == 0
 }
 
 impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
@@ -41,59 +73,103 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
         LeaseTable { shared, slots }
     }
 
-    /// The lease of `fingerprint` in its slot, live or not (what it says of
-    /// the client's pace and of the limits sizes the next one).
-    pub fn get(&self, fingerprint: u64) -> Option<LeaseRecord> {
-        let (bytes, _) = self.shared.get(&slot_key(fingerprint, self.slots))?;
-        LeaseRecord::decode(&bytes).filter(|l| l.fingerprint == fingerprint)
+    /// The lease of `fingerprint`, live or not, and whether a new one
+    /// would find room at `now_ms`.
+    pub fn probe(&self, fingerprint: u64, now_ms: u64) -> Probe {
+        let mut room = false;
+        for key in slot_keys(fingerprint, self.slots) {
+            let Some((bytes, _)) = self.shared.get(&key) else { return Probe { previous: None, room: true } };
+            match LeaseRecord::decode(&bytes) {
+                Some(l) if l.fingerprint == fingerprint => return Probe { previous: Some(l), room: true },
+                Some(l) if !ended(&l, now_ms) => {}
+                _ => room = true,
+            }
+        }
+        Probe { previous: None, room }
     }
 
     /// Spends one request of the live lease of `fingerprint` at `now_ms`.
     pub fn spend(&self, fingerprint: u64, now_ms: u64) -> Spend {
-        let key = slot_key(fingerprint, self.slots);
-        for _ in 0..ATTEMPTS {
-            let Some((bytes, cas)) = self.shared.get(&key) else { return Spend::NoLease };
-            let Some(mut lease) = LeaseRecord::decode(&bytes) else { return Spend::NoLease };
-            if lease.fingerprint != fingerprint || lease.expires_at_ms <= now_ms || lease.requests_left == 0 {
-                return Spend::NoLease;
-            }
-            lease.requests_left -= 1;
-            if self.shared.set(&key, &lease.encode(), Some(cas)) {
-                return Spend::Admitted(lease);
+        for key in slot_keys(fingerprint, self.slots) {
+            if let Some(spent) = self.spend_at(&key, fingerprint, now_ms) {
+                return spent;
             }
         }
-        Spend::Contended
+        Spend::NoLease
+    }
+
+    /// `spend` in the slot `key`; `None` when the lease is not there but
+    /// may be in the next candidate.
+    fn spend_at(&self, key: &str, fingerprint: u64, now_ms: u64) -> Option<Spend> {
+        for _ in 0..ATTEMPTS {
+            let Some((bytes, cas)) = self.shared.get(key) else { return Some(Spend::NoLease) };
+            let mut lease = LeaseRecord::decode(&bytes).filter(|l| l.fingerprint == fingerprint)?;
+            if ended(&lease, now_ms) {
+                return Some(Spend::NoLease);
+            }
+            lease.requests_left -= 1;
+            if self.shared.set(key, &lease.encode(), Some(cas)) {
+                return Some(Spend::Admitted(lease));
+            }
+        }
+        Some(Spend::Contended)
     }
 
     /// Keeps a lease the store granted at `now_ms`. A live lease of the
     /// same fingerprint (another worker's grant) keeps its requests: both
     /// were counted by the store, and both end within the same windows, so
     /// the later expiry stands; the store's newest view of the limits is
-    /// kept. Any other lease in the slot is replaced.
+    /// kept. It goes where `slot_keys` says; when every candidate holds
+    /// another client's live lease, the one ending first is replaced.
     pub fn grant(&self, lease: LeaseRecord, now_ms: u64) {
-        let key = slot_key(lease.fingerprint, self.slots);
         for _ in 0..ATTEMPTS {
-            let (merged, cas) = match self.shared.get(&key) {
+            let Some(Slot { key, held }) = self.place(lease.fingerprint, now_ms) else { return };
+            let (merged, cas) = match held {
                 None => (lease.clone(), None),
-                Some((bytes, cas)) => match LeaseRecord::decode(&bytes) {
-                    Some(old) if old.fingerprint == lease.fingerprint && old.expires_at_ms > now_ms => (
-                        LeaseRecord {
-                            requests_left: old.requests_left.saturating_add(lease.requests_left),
-                            expires_at_ms: old.expires_at_ms.max(lease.expires_at_ms),
-                            granted: old.granted.saturating_add(lease.granted),
-                            granted_at_ms: old.granted_at_ms,
-                            ..lease.clone()
-                        },
-                        Some(cas),
-                    ),
-                    _ => (lease.clone(), Some(cas)),
-                },
+                Some((Some(old), cas)) if old.fingerprint == lease.fingerprint && old.expires_at_ms > now_ms => (
+                    LeaseRecord {
+                        requests_left: old.requests_left.saturating_add(lease.requests_left),
+                        expires_at_ms: old.expires_at_ms.max(lease.expires_at_ms),
+                        granted: old.granted.saturating_add(lease.granted),
+                        granted_at_ms: old.granted_at_ms,
+                        ..lease.clone()
+                    },
+                    Some(cas),
+                ),
+                Some((_, cas)) => (lease.clone(), Some(cas)),
             };
             if self.shared.set(&key, &merged.encode(), cas) {
                 return;
             }
         }
     }
+
+    /// The slot a lease of `fingerprint` goes to.
+    fn place(&self, fingerprint: u64, now_ms: u64) -> Option<Slot> {
+        // The best slot seen so far and its rank: 0 for one whose lease
+        // ended, else the live lease's expiry (the earliest goes).
+        let mut best: Option<(u64, Slot)> = None;
+        for key in slot_keys(fingerprint, self.slots) {
+            let Some((bytes, cas)) = self.shared.get(&key) else { return Some(Slot { key, held: None }) };
+            let lease = LeaseRecord::decode(&bytes);
+            let rank = match &lease {
+                Some(l) if l.fingerprint == fingerprint => return Some(Slot { key, held: Some((lease, cas)) }),
+                Some(l) if !ended(l, now_ms) => l.expires_at_ms,
+                _ => 0,
+            };
+            if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+                best = Some((rank, Slot { key, held: Some((lease, cas)) }));
+            }
+        }
+        best.map(|(_, slot)| slot)
+    }
+}
+
+/// A slot of the table: its key and, once written, the lease it holds
+/// (if readable) and its CAS token.
+struct Slot {
+    key: String,
+    held: Option<(Option<LeaseRecord>, u32)>,
 }
 
 #[cfg(test)]
@@ -142,10 +218,37 @@ mod tests {
         t.grant(lease(7, 3, NOW + 5_000), NOW);
         assert_eq!(t.spend(7, NOW + 5_000), Spend::NoLease, "expired at its instant");
         assert_eq!(t.spend(7 + 16, NOW), Spend::NoLease, "same slot, another client");
-        // Another client's lease takes the slot: the first one is lost, not doubled.
-        t.grant(lease(7 + 16, 2, NOW + 5_000), NOW);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn clients_sharing_a_slot_keep_their_leases_side_by_side() {
+        let shared = FakeShared::default();
+        let t = LeaseTable::new(&shared, slots(16));
+        // 7, 23 and 39 have the same candidates in 16 slots: 7, then 0.
+        assert_eq!(slot_keys(7, slots(16)).collect::<Vec<_>>(), ["ratelimit.lease.7", "ratelimit.lease.0"]);
+        assert!(slot_keys(39, slots(16)).eq(slot_keys(7, slots(16))));
+        t.grant(lease(7, 3, NOW + 5_000), NOW);
+        assert!(t.probe(23, NOW).room);
+        t.grant(lease(23, 2, NOW + 6_000), NOW);
+        assert!(matches!(t.spend(7, NOW), Spend::Admitted(l) if l.requests_left == 2));
+        assert!(matches!(t.spend(23, NOW), Spend::Admitted(l) if l.requests_left == 1));
+        // A third finds no room while both live; its grant (a race) pushes
+        // out the lease that ends first: lost, never doubled.
+        assert_eq!(t.probe(39, NOW), Probe { previous: None, room: false });
+        t.grant(lease(39, 4, NOW + 5_000), NOW);
         assert_eq!(t.spend(7, NOW), Spend::NoLease);
-        assert!(matches!(t.spend(7 + 16, NOW), Spend::Admitted(l) if l.requests_left == 1));
+        assert!(matches!(t.spend(23, NOW), Spend::Admitted(l) if l.requests_left == 0));
+        assert!(matches!(t.spend(39, NOW), Spend::Admitted(l) if l.requests_left == 3));
+        // Spent or expired, a lease leaves room; its fingerprint's own slot
+        // is found first, live or not.
+        assert_eq!(t.spend(23, NOW), Spend::NoLease);
+        assert!(t.probe(7, NOW).room);
+        assert!(t.probe(71, NOW + 5_000).room, "39's expired");
+        assert_eq!(t.probe(23, NOW).previous.map(|l| l.granted), Some(2));
+        t.grant(lease(23, 5, NOW + 9_000), NOW + 10);
+        assert!(matches!(t.spend(23, NOW + 10), Spend::Admitted(l) if l.requests_left == 4 && l.granted == 7));
+        assert_eq!(shared.len(), 2);
     }
 
     #[test]

@@ -53,9 +53,11 @@ impl Worker {
         }
         // Counted as the request was read (see `pipeline`).
         let heat = leases.heat.borrow().estimate(c.fingerprint, now, c.params.max_age_ms);
-        let previous = LeaseTable::new(host, self.config.deny_cache.slots).get(c.fingerprint);
-        let requests = lease::ask(&c.params, previous.as_ref(), heat, now);
-        if requests == 0 {
+        // A table whose slots for this client all hold other clients' live
+        // leases: no ask (a grant would push one out, its paid units lost).
+        let probe = LeaseTable::new(host, self.config.deny_cache.slots).probe(c.fingerprint, now);
+        let requests = lease::ask(&c.params, probe.previous.as_ref(), heat, now);
+        if requests == 0 || !probe.room {
             return;
         }
         let mut limits = Vec::with_capacity(d.limits.len());
