@@ -87,6 +87,7 @@ fn the_lease_table_and_memory_stay_bounded_whatever_the_clients(kind: Kind) {
     let leased = host.counter("ratelimit.hot.lease_allowed");
     assert!(leased >= clients as i64 * 95 / 100, "{leased} requests of {clients} clients admitted from leases");
     let (end, quarter) = (host.memory_bytes(0), after_quarter.unwrap());
+    eprintln!("{kind:?}: {clients} clients, {leased} requests from leases, {leases} lease slots, memory {quarter} then {end} bytes");
     assert!(end <= quarter + 65_536, "memory grew from {quarter} to {end} bytes over {clients} clients");
 }
 
