@@ -72,16 +72,22 @@ fn the_fields_name_the_request_limit_when_tokens_are_tightest_and_when_a_token_d
         assert_eq!(state[0].pk, policy.pk);
         wait_charged(&stack, charged_after);
     }
-    // 1,440 of 1,000 tokens: in debt until the hour ends. The charge put the
-    // client in the deny cache, so the 429 comes without a store call.
-    for _ in 0..2 {
+    // 1,440 of 1,000 tokens: in debt until the hour ends. The charge's
+    // answer puts the client in the deny cache; the first 429 may still be
+    // the store's, when it comes before that answer is read (charged_units
+    // counts a charge as it is sent), and the store's 429 is cached too: the
+    // second comes from the deny cache either way.
+    for i in 0..2 {
+        let hits = stack.envoy.stat("wasmcustom.ratelimit.llm.deny_cache_hits");
         let a = chat(&stack, "480");
+        if i == 1 {
+            assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.deny_cache_hits"), hits + 1, "from the deny cache");
+        }
         assert_eq!(a.status, 429, "{a:?}");
         let retry: u64 = a.header("retry-after").unwrap().parse().unwrap();
         assert!((1..=3600).contains(&retry), "{retry}");
         assert_eq!(request_policy(&a).pk, pk.clone().unwrap(), "the same partition");
         assert_eq!(a.header("ratelimit"), None, "no limit in the fields refused it: {a:?}");
     }
-    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.deny_cache_hits"), 2);
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charged_units"), 1440, "a refused request is not charged");
 }
