@@ -3,7 +3,7 @@
 //! token; default 1,000, max 200,000): not by asking for compression, not
 //! by hanging up, and no credential reaches the store.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,13 @@ fn a_stream_reset_right_after_its_usage_event_is_charged_that_usage() {
         .header("x-usage", b"4321")
         .header("x-stream", b"20")
         .header("x-reset-at-end", b"1");
-    let _ = raw.send(gw.envoy.port);
+    // The client stays until Envoy closes the connection on the upstream's
+    // reset (`RawRequest::send` would leave after the headers: a client
+    // gone before the usage event pays what it was delivered instead).
+    let mut conn = TcpStream::connect(("127.0.0.1", gw.envoy.port)).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    conn.write_all(&raw.bytes()).unwrap();
+    let _ = conn.read_to_end(&mut Vec::new());
     wait_charged(&gw, 4321);
     assert_eq!(gw.stat("usage_missing"), 0);
 }
