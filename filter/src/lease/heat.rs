@@ -67,11 +67,12 @@ impl Heat {
     /// `observe` last counted them (0 if it holds no slot).
     pub fn estimate(&self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
         let period_ms = period_ms.max(1);
-        candidates(key)
-            .iter()
-            .filter_map(|&i| self.slots.get(i))
-            .find(|s| s.key == key)
-            .map_or(0, |s| s.requests(now_ms, period_ms))
+        self.held(key).and_then(|i| self.slots.get(i)).map_or(0, |s| s.requests(now_ms, period_ms))
+    }
+
+    /// The slot `key` holds, if any.
+    fn held(&self, key: u64) -> Option<usize> {
+        candidates(key).into_iter().find(|&i| self.slots.get(i).is_some_and(|s| s.key == key))
     }
 
     /// Counts a request of `key` at `now_ms`; the requests of `key` in the
@@ -80,11 +81,12 @@ impl Heat {
     pub fn observe(&mut self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
         let period_ms = period_ms.max(1);
         let period = now_ms / period_ms;
-        let slots = candidates(key);
-        let held = slots.iter().copied().find(|&i| self.slots.get(i).is_some_and(|s| s.key == key));
         // Not held: the coldest candidate is given to it.
         let cold = |i: usize| self.slots.get(i).map_or(0, |s| s.requests(now_ms, period_ms));
-        let at = held.unwrap_or_else(|| slots.iter().copied().min_by_key(|&i| cold(i)).unwrap_or(slots[0]));
+        let at = self.held(key).unwrap_or_else(|| {
+            let slots = candidates(key);
+            slots.into_iter().min_by_key(|&i| cold(i)).unwrap_or(slots[0])
+        });
         let Some(s) = self.slots.get_mut(at) else { return 1 };
         if s.key != key || period > s.period.saturating_add(1) || period < s.period {
             *s = Slot { key, period, current: 0, previous: 0 };

@@ -76,16 +76,14 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// The lease of `fingerprint`, live or not, and whether a new one
     /// would find room at `now_ms`.
     pub fn probe(&self, fingerprint: u64, now_ms: u64) -> Probe {
-        let mut room = false;
-        for key in slot_keys(fingerprint, self.slots) {
-            let Some((bytes, _)) = self.shared.get(&key) else { return Probe { previous: None, room: true } };
-            match LeaseRecord::decode(&bytes) {
-                Some(l) if l.fingerprint == fingerprint => return Probe { previous: Some(l), room: true },
-                Some(l) if !ended(&l, now_ms) => {}
-                _ => room = true,
-            }
+        // Where a grant would go: room unless that is another client's
+        // live lease.
+        match self.place(fingerprint, now_ms).map(|slot| slot.held) {
+            Some(Some((Some(l), _))) if l.fingerprint == fingerprint => Probe { previous: Some(l), room: true },
+            Some(Some((Some(l), _))) => Probe { previous: None, room: ended(&l, now_ms) },
+            Some(_) => Probe { previous: None, room: true },
+            None => Probe { previous: None, room: false },
         }
-        Probe { previous: None, room }
     }
 
     /// Spends one request of the live lease of `fingerprint` at `now_ms`.
