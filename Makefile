@@ -9,7 +9,7 @@ VENV := .venv
 # V8 and by wasmtime); wasm-opt must be told, it cannot detect them.
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
   --enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types
-WASM_OPT := wasm-opt -Oz --strip-debug --strip-producers $(WASM_FEATURES)
+WASM_OPT := wasm-opt -O3 --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 

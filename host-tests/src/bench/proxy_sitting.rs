@@ -89,6 +89,42 @@ pub fn cases() -> Vec<Case> {
     v
 }
 
+/// The cases whose label (`name (N conn)`) contains one of BENCH_CASES's
+/// comma-separated parts; all without it. A development aid for A/B runs
+/// of a few cases: the report needs every case.
+pub fn selected(all: Vec<Case>) -> Vec<Case> {
+    let Ok(wanted) = std::env::var("BENCH_CASES") else { return all };
+    all.into_iter().filter(|c| wanted.split(',').any(|w| label(c).contains(w.trim()))).collect()
+}
+
+/// A case's label in progress lines.
+pub fn label(case: &Case) -> String {
+    format!("{} ({} conn)", case.name(), case.connections)
+}
+
+/// Per selected case: the medians of Envoy's CPU per request and of p50,
+/// and of each round's ratios to the first case at the same connections
+/// (select the baseline first).
+pub fn print_medians(s: &Sitting) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    for (i, case) in s.cases.iter().enumerate() {
+        let base = s.cases.iter().position(|c| c.connections == case.connections).unwrap_or(i);
+        let ratio = |f: fn(&Run) -> f64| median(s.runs[i].iter().zip(&s.runs[base]).map(|(r, b)| f(r) / f(b)).collect());
+        println!(
+            "{:<60} cpu {:>6.1} µs ({:.3}×)  p50 {:>6.0} µs ({:.3}×)  calls/req {:.4}",
+            label(case),
+            median(s.runs[i].iter().map(|r| r.envoy_us).collect()),
+            ratio(|r| r.envoy_us),
+            median(s.runs[i].iter().map(|r| r.wrk.p50_us).collect()),
+            ratio(|r| r.wrk.p50_us),
+            median(s.runs[i].iter().map(|r| r.store_calls).collect()),
+        );
+    }
+}
+
 /// One run's readings.
 #[derive(Clone, Copy, Debug)]
 pub struct Run {
@@ -229,13 +265,13 @@ pub fn run(rounds: usize, long: Duration, short: Duration, warmup: Duration) -> 
         let _ = wrk::run_script(&format!("http://127.0.0.1:{}/", e.port), CONNECTIONS, warmup, Some(&script(MANY)));
     }
     let envoy_of = |v: Variant| &envoys.iter().find(|(x, _)| *x == v).expect("every variant has its Envoy").1;
-    let cases = cases();
+    let cases = selected(cases());
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); cases.len()];
     for round in 0..rounds {
         for (i, case) in cases.iter().enumerate() {
             let duration = if case.connections == 1 { short } else { long };
             let r = measure(envoy_of(case.variant), &shared, case, &script(case.identities), duration);
-            eprintln!("  proxy round {round} {} ({} conn): {r:?}", case.name(), case.connections);
+            eprintln!("  proxy round {round} {}: {r:?}", label(case));
             if case.variant == Variant::Leased {
                 let e = envoy_of(case.variant);
                 let stat = |n: &str| e.stat(&format!("wasmcustom.ratelimit.api.{n}"));

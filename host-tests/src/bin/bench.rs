@@ -8,7 +8,9 @@
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
 //! BENCH_ONLY=proxy,tokens,store,batches,memory,abuse,accuracy: only those
 //! parts, and the report goes to `<dir>/BENCHMARKS.md` instead of the
-//! repository's.
+//! repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
+//! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
+//! their medians printed and nothing written (A/B runs while developing).
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.
@@ -49,9 +51,13 @@ fn main() {
     };
     // Full length: about 5 min for the proxy sitting, 1.5 for token streams,
     // 2 for the store; wrk runs whole seconds.
-    let rounds = if quick { 2 } else { 5 };
+    let rounds = std::env::var("BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(if quick { 2 } else { 5 });
     if wanted("proxy") {
         let sitting = proxy_sitting::run(rounds, secs(1.0, 4.0), secs(1.0, 3.0), secs(1.0, 1.0));
+        if std::env::var_os("BENCH_CASES").is_some() {
+            proxy_sitting::print_medians(&sitting);
+            return;
+        }
         done(proxy_cost::section(&sitting));
         done(batching::section(&sitting));
     }
