@@ -90,11 +90,11 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// The cases whose label (`name (N conn)`) contains one of BENCH_CASES's
-/// comma-separated parts; all without it. A development aid for A/B runs
+/// `;`-separated parts; all without it. A development aid for A/B runs
 /// of a few cases: the report needs every case.
 pub fn selected(all: Vec<Case>) -> Vec<Case> {
     let Ok(wanted) = std::env::var("BENCH_CASES") else { return all };
-    all.into_iter().filter(|c| wanted.split(',').any(|w| label(c).contains(w.trim()))).collect()
+    all.into_iter().filter(|c| wanted.split(';').any(|w| label(c).contains(w.trim()))).collect()
 }
 
 /// A case's label in progress lines.

@@ -39,7 +39,11 @@ fn per_decision(runs: &[Run], decisions: u64, f: fn(&Run) -> f64) -> Vec<f64> {
 /// INCR, every batch size and its floor, `rounds` rounds, each run `duration`.
 pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
     let mut conn = redis.connect();
-    let (sha, floor_sha) = (load(&mut conn, ratelimit::script::SCRIPT), load(&mut conn, BATCH_FLOOR_SCRIPT));
+    // BENCH_SCRIPT=<file>: another decision script in its place (trying a
+    // change of the script without rebuilding this driver).
+    let tried = std::env::var("BENCH_SCRIPT").ok().map(|p| std::fs::read_to_string(p).expect("BENCH_SCRIPT readable"));
+    let script = tried.as_deref().unwrap_or(ratelimit::script::SCRIPT);
+    let (sha, floor_sha) = (load(&mut conn, script), load(&mut conn, BATCH_FLOOR_SCRIPT));
     let kinds: Vec<Kind> =
         std::iter::once(Kind::Incr).chain(SIZES.map(Kind::Batch)).chain(SIZES.map(Kind::BatchFloor)).collect();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); kinds.len()];

@@ -11,6 +11,8 @@
 //! repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
 //! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
 //! their medians printed and nothing written (A/B runs while developing).
+//! BENCH_SCRIPT=<file> (with BENCH_ONLY=batches): that decision script in
+//! place of the built one (A/B runs of a change to lua/).
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.
