@@ -112,7 +112,8 @@ pub fn print_medians(s: &Sitting) {
     };
     for (i, case) in s.cases.iter().enumerate() {
         let base = s.cases.iter().position(|c| c.connections == case.connections).unwrap_or(i);
-        let ratio = |f: fn(&Run) -> f64| median(s.runs[i].iter().zip(&s.runs[base]).map(|(r, b)| f(r) / f(b)).collect());
+        let ratio =
+            |f: fn(&Run) -> f64| median(s.runs[i].iter().zip(&s.runs[base]).map(|(r, b)| f(r) / f(b)).collect());
         println!(
             "{:<60} cpu {:>6.1} µs ({:.3}×)  p50 {:>6.0} µs ({:.3}×)  calls/req {:.4}",
             label(case),
