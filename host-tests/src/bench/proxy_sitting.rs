@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::envoy_variants::{authz_server_config, Batching, Variant};
 use super::proc_cpu::cpu_seconds;
+use super::stats::Summary;
 use super::wrk::{self, api_key_script, zipf_script, WrkRun};
 use crate::backend::Backend;
 use crate::envoy::{Envoy, EnvoyTemplate};
@@ -102,26 +103,22 @@ pub fn label(case: &Case) -> String {
     format!("{} ({} conn)", case.name(), case.connections)
 }
 
-/// Per selected case: the medians of Envoy's CPU per request and of p50,
-/// and of each round's ratios to the first case at the same connections
-/// (select the baseline first).
+/// Per selected case: Envoy's CPU per request and p50 (median, min–max
+/// over the rounds), each as a ratio run by run to the first selected case
+/// at the same connections (select the baseline first), and store calls.
 pub fn print_medians(s: &Sitting) {
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
+    let col = |i: usize, f: fn(&Run) -> f64| s.runs[i].iter().map(f).collect::<Vec<f64>>();
     for (i, case) in s.cases.iter().enumerate() {
         let base = s.cases.iter().position(|c| c.connections == case.connections).unwrap_or(i);
-        let ratio =
-            |f: fn(&Run) -> f64| median(s.runs[i].iter().zip(&s.runs[base]).map(|(r, b)| f(r) / f(b)).collect());
+        let (cpu, p50) = (|r: &Run| r.envoy_us, |r: &Run| r.wrk.p50_us);
         println!(
-            "{:<60} cpu {:>6.1} µs ({:.3}×)  p50 {:>6.0} µs ({:.3}×)  calls/req {:.4}",
+            "{:<60} cpu {} µs ({}×)  p50 {} µs ({}×)  calls/req {}",
             label(case),
-            median(s.runs[i].iter().map(|r| r.envoy_us).collect()),
-            ratio(|r| r.envoy_us),
-            median(s.runs[i].iter().map(|r| r.wrk.p50_us).collect()),
-            ratio(|r| r.wrk.p50_us),
-            median(s.runs[i].iter().map(|r| r.store_calls).collect()),
+            Summary::of(&col(i, cpu)).show(1),
+            Summary::ratio(&col(i, cpu), &col(base, cpu)).show(3),
+            Summary::of(&col(i, p50)).show(0),
+            Summary::ratio(&col(i, p50), &col(base, p50)).show(3),
+            Summary::of(&col(i, |r| r.store_calls)).show(4),
         );
     }
 }
