@@ -345,61 +345,84 @@ local wq = { false, false, false, false }
 -- and fw added to the count a key held, a new count, or a tb or gc state;
 -- in px the PX of those SET, in ex that of the counts raised.
 local val, px, ex = {}, {}, {}
+-- The usual decision: a client's one sliding_window limit used (the first
+-- shape of one limit, op u). Its spec is read once per call into these
+-- locals, and an admission is decided and queued in place (see
+-- lone_window.lua); a denial, and every other decision, takes the general
+-- path below.
+local lone, lone_limit, lone_window, lone_amount, lone_rest, lone_ttl, lone_px = 0
+for h = 1, H do
+  local at = SHAPE_SLOTS * (h - 1)
+  local x = hs[at + H_FIRST]
+  local o = SPEC_SLOTS * (lq[x + L_SPEC] - 1)
+  if hs[at + H_LIMITS] == 1 and lq[x + L_OP] == 'u' and sp[o + S_CODE] == 'sw' then
+    lone, lone_limit, lone_window, lone_amount = h, sp[o + S_LIMIT], sp[o + S_WINDOW], lq[x + L_AMOUNT]
+    lone_rest, lone_ttl, lone_px = lone_window - sp[o + S_P1], sp[o + S_P2], sp[o + S_P3]
+    break
+  end
+end
 local k, r = 1, 0
 for d = first, first + D - 1 do
-  local at = SHAPE_SLOTS * (shape[argv[d]] - 1)
-  local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
-  local k0, r0 = k, r
-  for _ = 1, hs[at + H_LIMITS] do
-    local s, op, amount, offset = lq[x + L_SPEC], lq[x + L_OP], lq[x + L_AMOUNT], lq[x + L_OFFSET]
-    x = x + LIMIT_SLOTS
-    local o = SPEC_SLOTS * (s - 1)
-    local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
-    local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
-    local allowed, remaining, reset, retry
-    if c == 'sw' then
-      --@include sliding_window.lua
-      k = k + 2
-    else
-      if c == 'fw' then
-        --@include fixed_window.lua
-      elseif c == 'sl' then
-        --@include sliding_log.lua
-        if failed then
-          break
-        end
-      elseif c == 'cc' then
-        --@include concurrency.lua
-        if failed then
-          break
-        end
-      else
-        --@include tat.lua
-      end
-      k = k + 1
-    end
-    all = all and allowed
-    reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
-    r = r + REPLY_SLOTS
+  local h = shape[argv[d]]
+  local decided = false
+  if h == lone then
+    --@include lone_window.lua
   end
-  if failed then
-    -- Nothing of it is written; its values: the error's text, then zeros.
-    k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
-    reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
-    for i = r0 + 2, r do
-      reply[i] = 0
-    end
-  elseif all or charge then
-    for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
-      local key, how = wq[w + W_KEY], wq[w + W_HOW]
-      if how == false then
-        val[key], px[key] = wq[w + W_VALUE], wq[w + W_PX]
-      elseif how == true then
-        val[key], ex[key] = wq[w + W_VALUE], wq[w + W_PX]
-      elseif how == 'z' then
-        --@include concurrency_write.lua
+  if not decided then
+    local at = SHAPE_SLOTS * (h - 1)
+    local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
+    local k0, r0 = k, r
+    for _ = 1, hs[at + H_LIMITS] do
+      local s, op, amount, offset = lq[x + L_SPEC], lq[x + L_OP], lq[x + L_AMOUNT], lq[x + L_OFFSET]
+      x = x + LIMIT_SLOTS
+      local o = SPEC_SLOTS * (s - 1)
+      local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
+      local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
+      local allowed, remaining, reset, retry
+      if c == 'sw' then
+        --@include sliding_window.lua
+        k = k + 2
       else
-        --@include sliding_log_write.lua
+        if c == 'fw' then
+          --@include fixed_window.lua
+        elseif c == 'sl' then
+          --@include sliding_log.lua
+          if failed then
+            break
+          end
+        elseif c == 'cc' then
+          --@include concurrency.lua
+          if failed then
+            break
+          end
+        else
+          --@include tat.lua
+        end
+        k = k + 1
+      end
+      all = all and allowed
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed and 1 or 0, remaining, reset, retry
+      r = r + REPLY_SLOTS
+    end
+    if failed then
+      -- Nothing of it is written; its values: the error's text, then zeros.
+      k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
+      reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
+      for i = r0 + 2, r do
+        reply[i] = 0
+      end
+    elseif all or charge then
+      for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
+        local key, how = wq[w + W_KEY], wq[w + W_HOW]
+        if how == false then
+          val[key], px[key] = wq[w + W_VALUE], wq[w + W_PX]
+        elseif how == true then
+          val[key], ex[key] = wq[w + W_VALUE], wq[w + W_PX]
+        elseif how == 'z' then
+          --@include concurrency_write.lua
+        else
+          --@include sliding_log_write.lua
+        end
       end
     end
   end
