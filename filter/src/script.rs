@@ -59,10 +59,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     /// Every file the script is made of, as `lua/` holds it.
-    const SOURCES: [(&str, &str); 10] = [
+    const SOURCES: [(&str, &str); 11] = [
         ("prelude.lua", include_str!("../../lua/prelude.lua")),
         ("clock.lua", include_str!("../../lua/clock.lua")),
         ("driver.lua", include_str!("../../lua/driver.lua")),
+        ("lone_window.lua", include_str!("../../lua/lone_window.lua")),
         ("sliding_window.lua", include_str!("../../lua/sliding_window.lua")),
         ("fixed_window.lua", include_str!("../../lua/fixed_window.lua")),
         ("tat.lua", include_str!("../../lua/tat.lua")),

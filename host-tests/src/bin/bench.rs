@@ -73,7 +73,7 @@ fn main() {
             done(store_cost::run(&redis, 3, secs(0.3, 1.5)));
         }
         if wanted("batches") {
-            done(store_batches::run(&redis, 3, secs(0.3, 1.5)));
+            done(store_batches::run(&redis, 5, secs(0.3, 1.5)));
         }
         if wanted("memory") {
             let sha = host_tests::script::load(&mut redis.connect(), ratelimit::script::SCRIPT);
