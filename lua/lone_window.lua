@@ -4,7 +4,7 @@
 -- same write; the tests of sliding_window replies run through it. A denial
 -- is left to sliding_window.lua (decided stays false, nothing written), which
 -- also computes its retry. Saves the general path's table reads, write queue
--- and math.floor: most of the script's time per decision beyond the floor.
+-- and math.floor: a quarter of the script's time per decision (README).
 -- (A fragment of the driver's loop: reads k and r; sets decided.)
 local key = keys[k]
 local held = got[k]
