@@ -44,13 +44,23 @@ return {1, cur, 0, 0}";
 
 /// The floor under a batch's script time: what any script deciding these
 /// keys pays Redis whatever its logic (the call's KEYS and ARGV made into
-/// Lua, one MGET of every key, one INCRBY per decision, four integers back
-/// per decision), without any check, arithmetic or coalescing.
+/// Lua, one MGET of every key, one write per decision, four integers back
+/// per decision), without any check, arithmetic or coalescing. Its keys
+/// expire, as every rate limiter's must (its memory is bounded only so): a
+/// count is created by SET ... PX and raised by INCRBY, which keeps the TTL,
+/// so each read and write of a held key also finds its expiry, as the
+/// script's do. (Its keys without a TTL, as before 2026-12-03, made the
+/// floor ~7% cheaper in instructions than any limiter can be.)
 pub const BATCH_FLOOR_SCRIPT: &str = "local keys, call, reply = KEYS, redis.call, {}
 local got = call('MGET', unpack(keys))
 for i = 1, #keys / 2 do
-  local cur = (tonumber(got[2 * i - 1]) or 0) + 1
-  call('INCRBY', keys[2 * i - 1], '1')
+  local held = got[2 * i - 1]
+  local cur = (tonumber(held) or 0) + 1
+  if held then
+    call('INCRBY', keys[2 * i - 1], '1')
+  else
+    call('SET', keys[2 * i - 1], '1', 'PX', '120000')
+  end
   reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = 1, cur, 0, 0
 end
 return reply";
