@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ENVOY_VERSION=1.40.0
 VENV=.venv
-APT_PACKAGES=(redis-server redis-tools webdis wrk skopeo docker-registry python3-venv binaryen curl)
+APT_PACKAGES=(redis-server redis-tools webdis wrk skopeo docker-registry python3-venv binaryen curl valgrind)
 # Node.js runs wasm-bindgen-test; many machines already have it outside apt.
 command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs)
 

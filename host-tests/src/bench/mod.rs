@@ -17,6 +17,7 @@ pub mod proxy_cost;
 pub mod proxy_sitting;
 pub mod redis_info;
 pub mod report;
+pub mod script_instructions;
 pub mod sse_upstream;
 pub mod stats;
 pub mod store_batches;

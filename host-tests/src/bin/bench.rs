@@ -6,13 +6,14 @@
 //! BENCHMARKS.md (keeping its `## Soak` section).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
-//! BENCH_ONLY=proxy,tokens,store,batches,memory,abuse,accuracy: only those
-//! parts, and the report goes to `<dir>/BENCHMARKS.md` instead of the
-//! repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
+//! BENCH_ONLY=proxy,tokens,store,batches,instructions,memory,abuse,accuracy:
+//! only those parts, and the report goes to `<dir>/BENCHMARKS.md` instead of
+//! the repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
 //! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
 //! their medians printed and nothing written (A/B runs while developing).
-//! BENCH_SCRIPT=<file> (with BENCH_ONLY=batches): that decision script in
-//! place of the built one (A/B runs of a change to lua/).
+//! BENCH_SCRIPT=<file> (with BENCH_ONLY=batches or instructions): that
+//! decision script in place of the built one (A/B runs of a change to lua/;
+//! instructions, counted by callgrind, are the exact measure).
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.
@@ -24,7 +25,8 @@ use std::time::{Duration, Instant};
 use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, soak_section, table, targets_table, Section, Target};
 use host_tests::bench::{
-    abuse, accuracy, batching, proxy_cost, proxy_sitting, store_batches, store_cost, store_memory, token_streams,
+    abuse, accuracy, batching, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost, store_memory,
+    token_streams,
 };
 use host_tests::paths::root;
 use host_tests::redis_server::RedisServer;
@@ -67,13 +69,16 @@ fn main() {
         let streams = if quick { 200 } else { token_streams::STREAMS };
         done(token_streams::run(rounds, secs(1.0, 4.0), secs(1.0, 1.0), streams));
     }
-    if wanted("store") || wanted("batches") || wanted("memory") {
+    if wanted("store") || wanted("batches") || wanted("instructions") || wanted("memory") {
         let redis = RedisServer::start();
         if wanted("store") {
             done(store_cost::run(&redis, 3, secs(0.3, 1.5)));
         }
         if wanted("batches") {
             done(store_batches::run(&redis, 5, secs(0.3, 1.5)));
+        }
+        if wanted("instructions") {
+            done(script_instructions::run());
         }
         if wanted("memory") {
             let sha = host_tests::script::load(&mut redis.connect(), ratelimit::script::SCRIPT);
