@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::report::{table, Section};
 use super::store_calls::{now_ms, Kind, BATCH_FLOOR_SCRIPT};
+use super::store_cost::LIMIT;
 use crate::paths::program;
 use crate::process::{free_port, Guard, TempDir};
 
@@ -108,7 +109,7 @@ fn per_decision(kind: Kind, script: &str) -> f64 {
     let pass = |server: &mut Counted| {
         for c in 0..CALLS {
             let reply: redis::Value =
-                kind.command(&sha, 1_000_000, c * SIZE, now).query(&mut server.conn).expect("EVALSHA");
+                kind.command(&sha, LIMIT, c * SIZE, now).query(&mut server.conn).expect("EVALSHA");
             assert!(super::store_calls::allowed(&reply), "{}: a call denied or failed: {reply:?}", kind.name());
         }
     };
