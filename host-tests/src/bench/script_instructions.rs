@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::report::{table, Section};
-use super::store_calls::{now_ms, Kind, BATCH_FLOOR_SCRIPT};
+use super::store_calls::{now_ms, script_under_test, Kind, BATCH_FLOOR_SCRIPT};
 use super::store_cost::LIMIT;
 use crate::paths::program;
 use crate::process::{free_port, Guard, TempDir};
@@ -55,11 +55,11 @@ impl Counted {
     /// writes them and starts again from zero).
     fn dump(&self) -> u64 {
         let before = dumps(self.dir.path()).len();
-        let status = Command::new(program("callgrind_control"))
+        let out = Command::new(program("callgrind_control"))
             .args(["-d", &self.process.pid().to_string()])
             .output()
             .expect("callgrind_control runs");
-        assert!(status.status.success(), "callgrind_control -d failed: {status:?}");
+        assert!(out.status.success(), "callgrind_control -d failed: {out:?}");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let files = dumps(self.dir.path());
@@ -122,11 +122,10 @@ fn per_decision(kind: Kind, script: &str) -> f64 {
 
 /// The section: the script and its floor, in instructions per decision.
 pub fn run() -> Section {
-    let tried = std::env::var("BENCH_SCRIPT").ok().map(|p| std::fs::read_to_string(p).expect("BENCH_SCRIPT readable"));
-    let script = tried.as_deref().unwrap_or(ratelimit::script::SCRIPT);
+    let script = script_under_test();
     let floor = per_decision(Kind::BatchFloor(SIZE), BATCH_FLOOR_SCRIPT);
     eprintln!("  instructions: floor {floor:.0} per decision");
-    let decided = per_decision(Kind::Batch(SIZE), script);
+    let decided = per_decision(Kind::Batch(SIZE), &script);
     eprintln!("  instructions: script {decided:.0} per decision");
     let rows = vec![
         vec![

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::report::{table, Section, Target};
 use super::stats::Summary;
-use super::store_calls::{Kind, BATCH_FLOOR_SCRIPT};
+use super::store_calls::{script_under_test, Kind, BATCH_FLOOR_SCRIPT};
 use super::store_cost::{measure, Run, CONNECTIONS, IDENTITIES, LIMIT};
 use crate::redis_server::RedisServer;
 use crate::script::load;
@@ -41,11 +41,7 @@ fn per_decision(runs: &[Run], decisions: u64, f: fn(&Run) -> f64) -> Vec<f64> {
 /// INCR, every batch size and its floor, `rounds` rounds, each run `duration`.
 pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
     let mut conn = redis.connect();
-    // BENCH_SCRIPT=<file>: another decision script in its place (trying a
-    // change of the script without rebuilding this driver).
-    let tried = std::env::var("BENCH_SCRIPT").ok().map(|p| std::fs::read_to_string(p).expect("BENCH_SCRIPT readable"));
-    let script = tried.as_deref().unwrap_or(ratelimit::script::SCRIPT);
-    let (sha, floor_sha) = (load(&mut conn, script), load(&mut conn, BATCH_FLOOR_SCRIPT));
+    let (sha, floor_sha) = (load(&mut conn, &script_under_test()), load(&mut conn, BATCH_FLOOR_SCRIPT));
     let kinds: Vec<Kind> =
         std::iter::once(Kind::Incr).chain(SIZES.iter().flat_map(|&s| [Kind::Batch(s), Kind::BatchFloor(s)])).collect();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); kinds.len()];

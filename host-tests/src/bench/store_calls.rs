@@ -154,6 +154,16 @@ impl Kind {
     }
 }
 
+/// The decision script the store parts measure: the file BENCH_SCRIPT names
+/// (trying a change of `lua/` without rebuilding the driver), else the
+/// built one.
+pub fn script_under_test() -> String {
+    std::env::var("BENCH_SCRIPT").map_or_else(
+        |_| ratelimit::script::SCRIPT.to_string(),
+        |p| std::fs::read_to_string(p).expect("BENCH_SCRIPT readable"),
+    )
+}
+
 /// EVALSHA of the decision script for `limits` of `identity` at `now_ms`.
 pub fn script_command(sha: &str, limits: &[LimitSpec], identity: &str, now_ms: u64) -> redis::Cmd {
     evalsha(sha, &script_call(limits, identity, now_ms))
