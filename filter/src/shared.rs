@@ -33,7 +33,7 @@ pub fn write_u64s<const N: usize>(fields: [u64; N]) -> Vec<u8> {
 #[cfg(test)]
 pub(crate) mod fake {
     //! Shared data in a map, with CAS, for tests.
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::HashMap;
 
     use super::SharedData;
@@ -42,6 +42,7 @@ pub(crate) mod fake {
     #[derive(Default)]
     pub struct FakeShared {
         map: RefCell<HashMap<String, (Vec<u8>, u32)>>,
+        reads: Cell<u64>,
     }
 
     impl FakeShared {
@@ -49,10 +50,16 @@ pub(crate) mod fake {
         pub fn len(&self) -> usize {
             self.map.borrow().len()
         }
+
+        /// Number of reads so far.
+        pub fn reads(&self) -> u64 {
+            self.reads.get()
+        }
     }
 
     impl SharedData for FakeShared {
         fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+            self.reads.set(self.reads.get() + 1);
             self.map.borrow().get(key).cloned()
         }
         fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {

@@ -23,11 +23,14 @@ const ATTEMPTS: usize = 8;
 /// Candidate slots of a fingerprint.
 const CHOICES: u32 = 4;
 
-/// What spending one request of a lease came to.
+/// What drawing requests from a lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spend {
     /// Admitted from the lease; the lease as it is after this request.
     Admitted(LeaseRecord),
+    /// This many requests drawn (this one and a worker's pocket); the
+    /// lease as it is after them.
+    Drawn(LeaseRecord, u64),
     /// No live lease of this fingerprint here: ask the store.
     NoLease,
     /// Other workers kept winning the slot: ask the store.
@@ -88,26 +91,36 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
 
     /// Spends one request of the live lease of `fingerprint` at `now_ms`.
     pub fn spend(&self, fingerprint: u64, now_ms: u64) -> Spend {
+        match self.draw(fingerprint, now_ms, 1) {
+            Spend::Drawn(lease, _) => Spend::Admitted(lease),
+            other => other,
+        }
+    }
+
+    /// Draws up to `most` requests (at least 1) of the live lease of
+    /// `fingerprint` at `now_ms`, in one compare-and-swap.
+    pub fn draw(&self, fingerprint: u64, now_ms: u64, most: u64) -> Spend {
         for key in slot_keys(fingerprint, self.slots) {
-            if let Some(spent) = self.spend_at(&key, fingerprint, now_ms) {
-                return spent;
+            if let Some(drawn) = self.draw_at(&key, fingerprint, now_ms, most.max(1)) {
+                return drawn;
             }
         }
         Spend::NoLease
     }
 
-    /// `spend` in the slot `key`; `None` when the lease is not there but
+    /// `draw` in the slot `key`; `None` when the lease is not there but
     /// may be in the next candidate.
-    fn spend_at(&self, key: &str, fingerprint: u64, now_ms: u64) -> Option<Spend> {
+    fn draw_at(&self, key: &str, fingerprint: u64, now_ms: u64, most: u64) -> Option<Spend> {
         for _ in 0..ATTEMPTS {
             let Some((bytes, cas)) = self.shared.get(key) else { return Some(Spend::NoLease) };
             let mut lease = LeaseRecord::decode(&bytes).filter(|l| l.fingerprint == fingerprint)?;
             if ended(&lease, now_ms) {
                 return Some(Spend::NoLease);
             }
-            lease.requests_left -= 1;
+            let drawn = most.min(lease.requests_left);
+            lease.requests_left -= drawn;
             if self.shared.set(key, &lease.encode(), Some(cas)) {
-                return Some(Spend::Admitted(lease));
+                return Some(Spend::Drawn(lease, drawn));
             }
         }
         Some(Spend::Contended)
@@ -206,6 +219,22 @@ mod tests {
             assert_eq!(l.requests_left, left);
         }
         assert_eq!(t.spend(7, NOW + 1), Spend::NoLease, "spent");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_draw_takes_what_it_asks_or_what_is_left_in_one_swap() {
+        let shared = FakeShared::default();
+        let t = LeaseTable::new(&shared, slots(16));
+        t.grant(lease(7, 20, NOW + 5_000), NOW);
+        let drawn = |most| match t.draw(7, NOW, most) {
+            Spend::Drawn(l, n) => (n, l.requests_left),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(drawn(16), (16, 4));
+        assert_eq!(drawn(0), (1, 3), "at least the request it is for");
+        assert_eq!(drawn(16), (3, 0), "what is left");
+        assert_eq!(t.draw(7, NOW, 16), Spend::NoLease);
     }
 
     #[test]

@@ -1,16 +1,19 @@
 //! Where a request meets leases: whether a planned decision's rules take
 //! one (every rule of it must), its fingerprint, and a request admitted
-//! from a live lease in the proxy, with the fields it would have had from
-//! the store.
+//! from a live lease in the proxy (this worker's pocket first, else a draw
+//! from the proxy's table), with the fields it would have had from the
+//! store.
 
-use super::{plan_limits, PlannedLimit, Verdict};
+use super::{plan_limits, Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
 use crate::fingerprint::{combine, entry_fingerprint, IdentityDigest};
-use crate::lease::{LeaseParams, LeaseRecord, Span};
+use crate::lease::{draw_size, LeaseParams, LeaseTable, LeasedRequest, Span, Spend};
+use crate::metrics::Metrics;
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::response::{PolicyRef, Shown};
+use crate::shared::SharedData;
 use crate::spec::Op;
 
 /// A decision whose rules take leases: what identifies its lease, and what
@@ -68,6 +71,34 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
     Some(LeaseCandidate { fingerprint: combine(0x006c_6561_7365, &parts), params, per_request, spans, limits })
 }
 
+/// Admits a request of the client of `c` from its lease at `now_ms`, if
+/// this proxy holds a live one: from this worker's pocket while it holds
+/// requests, else by a draw from the table, whose rest (if the worker has
+/// pockets with room) goes to the pocket.
+pub(super) fn spend<S, M>(env: &Env<'_, S, M>, c: &LeaseCandidate, now_ms: u64) -> Option<LeasedRequest>
+where
+    S: SharedData + ?Sized,
+    M: Metrics + ?Sized,
+{
+    let pockets = env.pockets;
+    if let Some(held) = pockets.and_then(|p| p.borrow_mut().spend(c.fingerprint, now_ms)) {
+        return Some(held);
+    }
+    let most = match pockets {
+        Some(p) if p.borrow().room(c.fingerprint, now_ms) => draw_size(c.params.max_units),
+        _ => 1,
+    };
+    let table = LeaseTable::new(env.shared, env.config.deny_cache.slots);
+    let Spend::Drawn(lease, drawn) = table.draw(c.fingerprint, now_ms, most) else { return None };
+    let rest = drawn.saturating_sub(1);
+    let held = LeasedRequest { requests_left: lease.requests_left.saturating_add(rest), limits: lease.limits.clone() };
+    if let Some(p) = pockets.filter(|_| rest > 0) {
+        // Room was checked just above, on this worker's own table.
+        p.borrow_mut().keep(lease, rest, now_ms);
+    }
+    Some(held)
+}
+
 /// The verdicts of `rules` for a request admitted from `lease` at
 /// `now_ms`: every limit allowed, `remaining` what the store held outside
 /// the lease at its grant plus what the lease still holds (never more than
@@ -77,7 +108,7 @@ pub(super) fn admitted(
     config: &Config,
     rules: &[usize],
     limits: &[PlannedLimit],
-    lease: &LeaseRecord,
+    lease: &LeasedRequest,
     partition: Option<PartitionKey>,
     now_ms: u64,
 ) -> Vec<(usize, Verdict)> {

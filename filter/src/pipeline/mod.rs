@@ -36,6 +36,9 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
     /// This worker's count of each leasing client's requests: only a
     /// client hot here reads the lease table (`None`: every one does).
     pub heat: Option<&'a RefCell<Heat>>,
+    /// This worker's pockets of the proxy's leases (`None`: every leased
+    /// request draws from the table).
+    pub pockets: Option<&'a RefCell<Pockets>>,
 }
 
 /// How a request ends.
@@ -279,8 +282,7 @@ where
         if let Some(c) = &lease {
             let hot =
                 env.heat.is_none_or(|h| h.borrow_mut().observe(c.fingerprint, now(), c.params.max_age_ms) >= HOT_AFTER);
-            let table = LeaseTable::new(env.shared, config.deny_cache.slots);
-            if let Spend::Admitted(held) = if hot { table.spend(c.fingerprint, now()) } else { Spend::NoLease } {
+            if let Some(held) = if hot { leases::spend(env, c, now()) } else { None } {
                 for &r in &matched {
                     env.metrics.count(r, Event::Allowed);
                     env.metrics.count(r, Event::LeaseAllowed);
@@ -577,7 +579,7 @@ mod tests;
 mod unreadable;
 mod verdicts;
 
-use crate::lease::{Heat, LeaseTable, Spend, HOT_AFTER};
+use crate::lease::{Heat, Pockets, HOT_AFTER};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};

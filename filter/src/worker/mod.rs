@@ -27,10 +27,7 @@ mod usage_watch;
 #[cfg(test)]
 mod tests;
 
-use std::cell::RefCell;
-
 use crate::id_map::IdMap;
-use crate::lease::Heat;
 
 pub use host::Host;
 pub use incidents::{Incident, Incidents};
@@ -221,8 +218,15 @@ impl Worker {
         (self.flights.len(), self.queue.len(), self.streams.len())
     }
 
-    fn env<'a, H: Host>(config: &'a Config, host: &'a H, heat: &'a RefCell<Heat>) -> Env<'a, H, H> {
-        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(heat) }
+    fn env<'a, H: Host>(config: &'a Config, host: &'a H, leases: &'a leases::Leases) -> Env<'a, H, H> {
+        Env {
+            config,
+            shared: host,
+            metrics: host,
+            random: host.random(),
+            heat: Some(&leases.heat),
+            pockets: Some(&leases.pockets),
+        }
     }
 
     /// A request's headers arrived on stream `stream`.
@@ -230,7 +234,7 @@ impl Worker {
         let now = host.now_ms();
         self.sweep(host, now);
         let req = Request::new(request);
-        let start = begin_request(&Self::env(&self.config, host, &self.leases.heat), &req, || host.now_ms());
+        let start = begin_request(&Self::env(&self.config, host, &self.leases), &req, || host.now_ms());
         self.ask_for_identity_encoding(host, &req);
         let pending = match start {
             Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
@@ -319,8 +323,7 @@ impl Worker {
             return self.settle_orphan(host, stream, decision, &result);
         };
         let Some(pending) = state.pending.as_mut() else { return };
-        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases.heat), decision, result)
-        else {
+        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases), decision, result) else {
             return;
         };
         let stranded = pending.take_stranded();

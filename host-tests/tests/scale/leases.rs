@@ -1,8 +1,10 @@
 //! Leases across a fleet: three proxies of two workers each sharing one
 //! Redis, one hot client offered three times its limit through all of them
 //! at once. Admitted: never more than the limit, and at least the limit
-//! less the bound README "Leases" states (P proxies × max_units), for every
-//! windowed algorithm and for token_bucket and gcra; two limits of one rule
+//! less the bound README "Leases" states (P proxies × max_units, plus a
+//! pocket per worker where leases are drawn more than one request at a
+//! time), for every windowed algorithm and for token_bucket and gcra, and
+//! with pockets; two limits of one rule
 //! stay all or nothing (their counts in Redis agree); a cold client beside
 //! it is decided per request (its counts are exactly its requests).
 
@@ -19,15 +21,25 @@ use crate::{plugin_config, scan_keys};
 const PROXIES: usize = 3;
 const LIMIT: u64 = 60;
 const MAX_UNITS: u64 = 10;
+/// The rule whose workers draw pockets: `max_units` 64, so draws of 8.
+const POCKET_LIMIT: u64 = 300;
+const POCKET_MAX_UNITS: u64 = 64;
+const POCKET_DRAW: u64 = 8;
+const WORKERS: u64 = 2;
 /// Client threads per proxy, each with its own connections (so both
 /// workers of every proxy take requests).
 const THREADS: usize = 4;
 
 /// A rule on `/<name>` keyed by `x-user`, leased, with these limits.
 fn rule(name: &str, limits: &str) -> String {
+    rule_of(name, MAX_UNITS, limits)
+}
+
+/// `rule` with leases of up to `max_units`.
+fn rule_of(name: &str, max_units: u64, limits: &str) -> String {
     format!(
         r#"{{"name":"{name}","match":{{"path_prefix":"/{name}"}},"key":["header:x-user"],"failure_mode":"closed",
-            "fleet_size":{PROXIES},"lease":{{"max_units":{MAX_UNITS},"max_age":"2s"}},"limits":[{limits}]}}"#
+            "fleet_size":{PROXIES},"lease":{{"max_units":{max_units},"max_age":"2s"}},"limits":[{limits}]}}"#
     )
 }
 
@@ -45,13 +57,18 @@ fn rules() -> String {
                 r#"{{"algorithm":"fixed_window","limit":{LIMIT},"window":"1h"}},{{"algorithm":"sliding_window","limit":1000,"window":"1h"}}"#
             ),
         ),
+        rule_of(
+            "pk",
+            POCKET_MAX_UNITS,
+            &format!(r#"{{"algorithm":"sliding_window","limit":{POCKET_LIMIT},"window":"1h"}}"#),
+        ),
     ]
     .join(",")
 }
 
-/// `3 × LIMIT` requests of `user` on `/<path>`, all proxies at once; how many were admitted.
-fn offered_three_times(fleet: &Arc<Fleet>, path: &str, user: &str) -> u64 {
-    let per_thread = 3 * LIMIT as usize / (PROXIES * THREADS);
+/// `3 × limit` requests of `user` on `/<path>`, all proxies at once; how many were admitted.
+fn offered_three_times(fleet: &Arc<Fleet>, path: &str, user: &str, limit: u64) -> u64 {
+    let per_thread = 3 * limit as usize / (PROXIES * THREADS);
     let barrier = Arc::new(Barrier::new(PROXIES * THREADS));
     let threads: Vec<_> = (0..PROXIES * THREADS)
         .map(|t| {
@@ -75,16 +92,27 @@ fn a_hot_client_over_three_proxies_gets_its_limit_less_the_bound_and_never_more(
     start_clear_of_boundary(HOUR, Duration::from_secs(240));
     let redis = RedisServer::start();
     let fleet = Arc::new(Fleet::start(redis.port, PROXIES, 2, &plugin_config(r#","timeout_ms":1000"#, "", &rules())));
+    // Draws of one request below max_units 16: P × max_units.
     let bound = PROXIES as u64 * MAX_UNITS;
-    for name in ["fw", "sw", "tb", "gc", "two"] {
+    // With pockets: P × (max_units + W × (d − 1)).
+    assert_eq!(ratelimit::lease::draw_size(POCKET_MAX_UNITS), POCKET_DRAW);
+    let pocket_bound = PROXIES as u64 * (POCKET_MAX_UNITS + WORKERS * (POCKET_DRAW - 1));
+    for (name, limit, bound) in [
+        ("fw", LIMIT, bound),
+        ("sw", LIMIT, bound),
+        ("tb", LIMIT, bound),
+        ("gc", LIMIT, bound),
+        ("two", LIMIT, bound),
+        ("pk", POCKET_LIMIT, pocket_bound),
+    ] {
         let served = fleet.backend.served.load(std::sync::atomic::Ordering::Relaxed);
-        let admitted = offered_three_times(&fleet, name, "hot");
+        let admitted = offered_three_times(&fleet, name, "hot", limit);
         let at_upstream = fleet.backend.served.load(std::sync::atomic::Ordering::Relaxed) - served;
         let leased = fleet.stat_sum(&format!("wasmcustom.ratelimit.{name}.lease_allowed"));
-        eprintln!("{name}: admitted {admitted} of {} (at the upstream {at_upstream}), {leased} from leases", 3 * LIMIT);
+        eprintln!("{name}: admitted {admitted} of {} (at the upstream {at_upstream}), {leased} from leases", 3 * limit);
         assert_eq!(admitted, at_upstream, "{name}");
-        assert!(admitted <= LIMIT, "{name}: {admitted} admitted, more than {LIMIT}");
-        assert!(admitted >= LIMIT - bound, "{name}: {admitted} admitted, under {LIMIT} - {bound}");
+        assert!(admitted <= limit, "{name}: {admitted} admitted, more than {limit}");
+        assert!(admitted >= limit - bound, "{name}: {admitted} admitted, under {limit} - {bound}");
         assert!(leased > 0, "{name}: leases were used");
     }
     // All or nothing: both limits of "two" counted the same units.
