@@ -4,7 +4,9 @@
 //! They must be unforgeable: a client who could make its entry's
 //! fingerprint equal a victim's would get the victim denied (or share its
 //! fallback budget). So the identity enters only through a SHA-256 digest,
-//! computed once per identity and request; the per-limit fingerprint then
+//! computed once per identity and request (a digested identity is one
+//! already: client bytes never become one, every `~` of theirs is
+//! escaped); the per-limit fingerprint then
 //! mixes that digest with the limit's own fingerprint. Matching a victim's
 //! fingerprint would take a 64-bit search through SHA-256.
 
@@ -15,16 +17,46 @@ use crate::digest::sha256;
 pub struct IdentityDigest([u64; 2]);
 
 impl IdentityDigest {
-    /// The digest of `identity`.
+    /// The digest of `identity`. A digested identity (`~H` and 32 hex
+    /// digits: the first 128 bits of SHA-256 of the clear one, see
+    /// `identity::digest`) is one already: its digits are read, not hashed
+    /// again (in wasm a SHA-256 was a sixth of a leased request's work).
+    /// `~H` never starts a clear identity, so neither kind can pass for
+    /// the other.
     pub fn of(identity: &str) -> IdentityDigest {
+        if let Some(digits) = identity.strip_prefix("~H") {
+            if let Some(d) = hex_128(digits) {
+                return IdentityDigest([word(&d, 0), word(&d, 8)]);
+            }
+        }
         let d = sha256(identity.as_bytes());
         IdentityDigest([word(&d, 0), word(&d, 8)])
     }
 }
 
-fn word(bytes: &[u8; 32], at: usize) -> u64 {
+/// The 16 bytes 32 lower-case hex digits spell; `None` for anything else.
+fn hex_128(digits: &str) -> Option<[u8; 16]> {
+    let digits = digits.as_bytes();
+    if digits.len() != 32 {
+        return None;
+    }
+    let value = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 16];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = (value(pair[0])? << 4) | value(pair[1])?;
+    }
+    Some(out)
+}
+
+fn word(bytes: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
-    w.copy_from_slice(&bytes[at..at + 8]);
+    if let Some(b) = bytes.get(at..at + 8) {
+        w.copy_from_slice(b);
+    }
     u64::from_le_bytes(w)
 }
 
@@ -79,5 +111,33 @@ mod tests {
         assert_ne!(entry_fingerprint(7, &alice), entry_fingerprint(7, &bob));
         assert_ne!(entry_fingerprint(7, &alice), entry_fingerprint(8, &alice));
         assert_eq!(entry_fingerprint(7, &alice), entry_fingerprint(7, &IdentityDigest::of("alice")));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_digested_identity_is_its_own_digest_and_anything_else_is_hashed() {
+        // The clear identity's digest and its digested form's are one value:
+        // the first 128 bits of SHA-256 of the clear one (the identity
+        // module's tests check its digests against this).
+        let mut half = [0u8; 16];
+        half.copy_from_slice(&sha256(b"key-1")[..16]);
+        let digits: [u8; 32] = crate::digest::hex(&half);
+        let digested = format!("~H{}", String::from_utf8_lossy(&digits));
+        assert_eq!(IdentityDigest::of(&digested), IdentityDigest::of("key-1"));
+        assert_ne!(IdentityDigest::of(&digested), IdentityDigest::of("key-2"));
+        // Not 32 lower-case hex digits after `~H`: hashed as any identity.
+        let hashed = |s: &str| {
+            let d = sha256(s.as_bytes());
+            IdentityDigest([word(&d, 0), word(&d, 8)])
+        };
+        let upper = digested.to_uppercase().replacen("~h", "~H", 1);
+        for other in [&digested[..33], &format!("{digested}0"), &upper, "~H", "~Hxyz", "alice"] {
+            assert_eq!(IdentityDigest::of(other), hashed(other), "{other}");
+        }
+        assert_eq!(
+            hex_128("000102030405060708090a0b0c0d0eff"),
+            Some([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255])
+        );
+        assert_eq!(hex_128("+00102030405060708090a0b0c0d0eff"), None);
     }
 }

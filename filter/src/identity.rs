@@ -162,6 +162,9 @@ mod tests {
         assert_eq!(digest, "~H05db8ec5635a133a6fa9c6c6fddfa115");
         assert_eq!(digest, super::digest(&clear));
         assert!(!digest.contains("secret"));
+        // Its local fingerprint digest is the clear one's, read from its digits.
+        let of = crate::fingerprint::IdentityDigest::of;
+        assert_eq!(of(&digest), of(&clear));
         // The same client, the same digest; a long clear identity hashes the same way.
         let again = FakeRequest::new("GET", "/").with("authorization", "Bearer sk-secret");
         assert_eq!(identity(&parts, IdentityForm::Digest, &Request::new(&again), 0), Identity::Key(digest));

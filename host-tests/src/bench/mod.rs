@@ -11,6 +11,7 @@ pub mod envoy_variants;
 pub mod fit;
 pub mod http_load;
 pub mod machine;
+pub mod module_work;
 pub mod proc_cpu;
 pub mod proc_memory;
 pub mod proxy_cost;

@@ -6,14 +6,16 @@
 //! BENCHMARKS.md (keeping its `## Soak` section).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
-//! BENCH_ONLY=proxy,tokens,store,batches,instructions,memory,abuse,accuracy:
+//! BENCH_ONLY=proxy,module,tokens,store,batches,instructions,memory,abuse,accuracy:
 //! only those parts, and the report goes to `<dir>/BENCHMARKS.md` instead of
 //! the repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
 //! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
 //! their medians printed and nothing written (A/B runs while developing).
 //! BENCH_SCRIPT=<file> (with BENCH_ONLY=batches or instructions): that
 //! decision script in place of the built one (A/B runs of a change to lua/;
-//! instructions, counted by callgrind, repeat to within 1%).
+//! instructions, counted by callgrind, repeat to within 1%). BENCH_ONLY=module:
+//! the module's wasm instructions and hostcalls per request (wasmtime host),
+//! exact from run to run.
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.
@@ -25,8 +27,8 @@ use std::time::{Duration, Instant};
 use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, soak_section, table, targets_table, Section, Target};
 use host_tests::bench::{
-    abuse, accuracy, batching, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost, store_memory,
-    token_streams,
+    abuse, accuracy, batching, module_work, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost,
+    store_memory, token_streams,
 };
 use host_tests::paths::root;
 use host_tests::redis_server::RedisServer;
@@ -64,6 +66,9 @@ fn main() {
         }
         done(proxy_cost::section(&sitting));
         done(batching::section(&sitting));
+    }
+    if wanted("module") {
+        done(module_work::run());
     }
     if wanted("tokens") {
         let streams = if quick { 200 } else { token_streams::STREAMS };

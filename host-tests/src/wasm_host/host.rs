@@ -407,6 +407,11 @@ impl Host {
         self.vms[0].exports(name)
     }
 
+    /// Wasm instructions VM `vm` ran so far (wasmtime's fuel).
+    pub fn instructions(&self, vm: usize) -> u64 {
+        self.vms[vm].instructions()
+    }
+
     /// The size of VM `vm`'s linear memory, in bytes (it never shrinks).
     pub fn memory_bytes(&self, vm: usize) -> u64 {
         self.vms[vm].memory_bytes()

@@ -175,6 +175,7 @@ impl Vm {
             real_hostcalls: Vec::new(),
         };
         let mut store = Store::new(engine, state);
+        store.set_fuel(u64::MAX).unwrap_or_else(|e| panic!("VM {index}: fuel: {e:?}"));
         store.data_mut().real_hostcalls = hostcalls.real_in(&mut store);
         let instance = hostcalls
             .linker()
@@ -210,6 +211,12 @@ impl Vm {
     /// Whether the module exports `name`.
     pub fn exports(&mut self, name: &str) -> bool {
         self.instance.get_func(&mut self.store, name).is_some()
+    }
+
+    /// Wasm instructions the module ran so far (fuel spent: about one a
+    /// wasm instruction), in every callback.
+    pub fn instructions(&self) -> u64 {
+        u64::MAX - self.store.get_fuel().unwrap_or(u64::MAX)
     }
 
     /// The size of the module's linear memory, in bytes.

@@ -1,0 +1,160 @@
+//! The module's own work per request, counted in the wasmtime host (the
+//! one the wasm_host tests run, with a real Redis behind webdis): wasm
+//! instructions (wasmtime's fuel, about one a wasm instruction, callbacks
+//! and the memory the host asks the module for included) and hostcalls
+//! (`proxy_*` imports) per request, for the kinds of request the proxy
+//! sitting times in Envoy. The same from run to run, where Envoy's CPU per
+//! request varies by ±20% here: what a change of the request path costs the
+//! module can be weighed exactly. It is not Envoy's time: in Envoy, a
+//! hostcall costs far more than a wasm instruction (V8 crosses into C++,
+//! and a read copies into memory the module allocates).
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::report::{table, Section};
+use crate::redis_server::RedisServer;
+use crate::wasm_host::{Artifact, Host, Request};
+use crate::webdis::{with_credential, Webdis};
+
+/// Requests counted per case, after its warm-up.
+const COUNTED: u64 = 2_000;
+/// Requests before counting: a leased client hot and leased by then.
+const WARM_UP: u64 = 500;
+/// Requests per simulated millisecond (the clock is the host's own).
+const PER_MS: u64 = 10;
+
+/// One kind of request.
+struct Case {
+    name: &'static str,
+    /// The rule, keyed and limited like the proxy sitting's.
+    rule: &'static str,
+    /// Workers (VMs) of the proxy; requests go to them in turn.
+    workers: usize,
+    /// What every counted request must be answered.
+    status: u32,
+}
+
+const CASES: [Case; 5] = [
+    Case {
+        name: "no rule matched",
+        rule: r#"{"name":"api","match":{"path_prefix":"/never-matched/"},"key":["client_ip"],"failure_mode":"open",
+            "limits":[{"algorithm":"sliding_window","limit":100,"window":"1h"}]}"#,
+        workers: 1,
+        status: 200,
+    },
+    Case {
+        name: "allowed, 1 identity, leases off (a store call each)",
+        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open",
+            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
+        workers: 1,
+        status: 200,
+    },
+    Case {
+        name: "allowed, 1 identity, leases on",
+        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
+            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
+        workers: 1,
+        status: 200,
+    },
+    Case {
+        name: "allowed, 1 identity, leases on, 2 workers in turn",
+        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
+            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
+        workers: 2,
+        status: 200,
+    },
+    Case {
+        name: "denied (deny-cache hit)",
+        rule: r#"{"name":"api","key":["client_ip"],"failure_mode":"open",
+            "limits":[{"algorithm":"sliding_window","limit":1,"window":"1h"}]}"#,
+        workers: 1,
+        status: 429,
+    },
+];
+
+/// What one case counted, per request.
+struct Work {
+    instructions: f64,
+    hostcalls: BTreeMap<String, f64>,
+}
+
+fn count(case: &Case, webdis: &Webdis) -> Work {
+    let config = with_credential(&format!(
+        r#"{{"domain":"bench","store":{{"transport":"webdis","cluster":"store","timeout_ms":1000}},"rules":[{}]}}"#,
+        case.rule
+    ));
+    let mut host =
+        Host::builder(Artifact::Webdis, &config).vms(case.workers).http_cluster("store", webdis.port).start();
+    assert!(host.configured(0), "{}: the configuration was refused", case.name);
+    let request = || Request::get("/api/x").header("x-api-key", "key-1");
+    let mut i = 0u64;
+    let mut send = |host: &mut Host| {
+        let r = host.send((i % case.workers as u64) as usize, request());
+        i += 1;
+        if i.is_multiple_of(PER_MS) {
+            host.advance(1);
+        }
+        r.status
+    };
+    for _ in 0..WARM_UP {
+        send(&mut host);
+    }
+    let names = host.hostcalls();
+    let calls = |host: &Host| names.iter().map(|n| host.hostcall_count(n).calls).collect::<Vec<u64>>();
+    let instructions = |host: &Host| (0..case.workers).map(|vm| host.instructions(vm)).sum::<u64>();
+    let (calls_before, instructions_before) = (calls(&host), instructions(&host));
+    for _ in 0..COUNTED {
+        let status = send(&mut host);
+        assert_eq!(status, case.status, "{}", case.name);
+    }
+    let n = COUNTED as f64;
+    let hostcalls = names
+        .iter()
+        .zip(calls(&host).iter().zip(&calls_before))
+        .filter(|(_, (after, before))| after > before)
+        .map(|(name, (after, before))| (name.clone(), (after - before) as f64 / n))
+        .collect();
+    Work { instructions: (instructions(&host) - instructions_before) as f64 / n, hostcalls }
+}
+
+/// Counts every case; the section.
+pub fn run() -> Section {
+    let redis = RedisServer::start();
+    crate::script::load(&mut redis.connect(), ratelimit::script::SCRIPT);
+    let webdis = Webdis::start(redis.port);
+    let mut rows = Vec::new();
+    let mut figures = Vec::new();
+    for case in &CASES {
+        let work = count(case, &webdis);
+        let total: f64 = work.hostcalls.values().sum();
+        let which = work
+            .hostcalls
+            .iter()
+            .map(|(name, per)| {
+                let per = if *per >= 0.1 { format!("{per:.2}") } else { format!("{per:.3}") };
+                format!("{} {per}", name.trim_start_matches("proxy_"))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!(
+            "  module work: {}: {:.0} instructions, {total:.2} hostcalls ({which})",
+            case.name, work.instructions
+        );
+        rows.push(vec![case.name.to_string(), format!("{:.0}", work.instructions), format!("{total:.2}"), which]);
+        figures.push(json!({"case": case.name, "instructions": work.instructions, "hostcalls": work.hostcalls}));
+    }
+    let body = format!(
+        "The module's own work per request in the wasmtime host of the wasm_host tests (`dist/ratelimit.wasm`, a real \
+         Redis behind webdis, the host's clock moving 1 ms every {PER_MS} requests): wasm instructions (wasmtime's \
+         fuel: about one per wasm instruction, in every callback of the request and in the memory the host asks the \
+         module for) and `proxy_*` hostcalls, per request, over {COUNTED} requests after {WARM_UP} of warm-up; \
+         the proxy sitting's rules; requests to the workers in turn. The same from run to run, where Envoy's CPU per \
+         request varies by ±20% on this machine: the measure to weigh a change of the request path by \
+         (`BENCH_ONLY=module`, seconds). It is not Envoy's time: there a hostcall costs far more than an \
+         instruction (V8 calls into C++; a read copies into memory the module allocates).\n\n{}",
+        table(&["request", "wasm instructions", "hostcalls", "which (per request)"], &rows)
+    );
+    Section { title: "Module work per request".into(), body, figures: json!(figures), targets: Vec::new() }
+}
