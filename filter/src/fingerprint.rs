@@ -80,7 +80,13 @@ pub fn entry_fingerprint(limit_fingerprint: u64, identity: &IdentityDigest) -> u
 /// mixing them is as hard to match as they are), without another SHA-256:
 /// for what is computed on every request, like a lease's.
 pub fn combine(seed: u64, parts: &[u64]) -> u64 {
-    parts.iter().fold(mix(seed), |acc, &p| mix(acc.rotate_left(23) ^ p))
+    combine_more(mix(seed), parts)
+}
+
+/// `combine` of the parts it had and `parts` after them, from its result
+/// (`combine(s, &[a, b]) == combine_more(combine(s, &[a]), &[b])`).
+pub fn combine_more(combined: u64, parts: &[u64]) -> u64 {
+    parts.iter().fold(combined, |acc, &p| mix(acc.rotate_left(23) ^ p))
 }
 
 /// SplitMix64's finalizer: a bijection that spreads every input bit.
@@ -101,6 +107,14 @@ mod tests {
     fn part_boundaries_matter_and_results_are_stable() {
         assert_ne!(fingerprint(&[b"ab", b"c"]), fingerprint(&[b"a", b"bc"]));
         assert_eq!(fingerprint(&[b"x"]), fingerprint(&[b"x"]));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_combination_goes_on_from_its_result() {
+        assert_eq!(combine(9, &[1, 2, 3]), combine_more(combine(9, &[1]), &[2, 3]));
+        assert_eq!(combine(9, &[1, 2, 3]), combine_more(combine_more(combine(9, &[]), &[1, 2]), &[3]));
+        assert_ne!(combine(9, &[1, 2]), combine(9, &[2, 1]));
     }
 
     #[test]

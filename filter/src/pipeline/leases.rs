@@ -7,7 +7,7 @@
 use super::{plan_limits, Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
-use crate::fingerprint::{combine, entry_fingerprint, IdentityDigest};
+use crate::fingerprint::{combine, combine_more, entry_fingerprint, IdentityDigest};
 use crate::lease::{draw_size, LeaseParams, LeaseTable, LeasedRequest, Span, Spend};
 use crate::metrics::Metrics;
 use crate::outcome::LimitOutcome;
@@ -17,7 +17,9 @@ use crate::shared::SharedData;
 use crate::spec::Op;
 
 /// A decision whose rules take leases: what identifies its lease, and what
-/// one is asked and kept with.
+/// one is asked and kept with. Built for every request of a leased rule,
+/// so it holds only what spending a lease needs; the rest is derived when
+/// one is asked for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseCandidate {
     /// The lease's fingerprint: the identity, and every limit of the
@@ -25,12 +27,32 @@ pub struct LeaseCandidate {
     pub fingerprint: u64,
     /// The tightest settings of its rules.
     pub params: LeaseParams,
-    /// Per limit, in the decision's order: units one request takes.
-    pub per_request: Vec<u64>,
-    /// Per limit: what ends leased units.
-    pub spans: Vec<Span>,
-    /// The decision's limits, as a request uses them.
+    /// The decision's limits, as a request uses them (each `Op::Use`).
     pub limits: Vec<PlannedLimit>,
+}
+
+impl LeaseCandidate {
+    /// Per limit, in the decision's order: units one request takes.
+    pub fn per_request(&self) -> impl Iterator<Item = u64> + '_ {
+        self.limits.iter().map(|l| match l.op {
+            Op::Use(units) => units,
+            _ => 0,
+        })
+    }
+
+    /// Per limit: what ends leased units.
+    pub fn spans(&self, config: &Config) -> Vec<Span> {
+        let span = |l: &PlannedLimit| {
+            let limit = config.rules.get(l.rule)?.limits.get(l.limit)?;
+            Some(match limit.spec.algorithm {
+                Algorithm::SlidingWindow | Algorithm::FixedWindow => {
+                    Span::Window { window_ms: limit.spec.window_ms, offset_ms: l.offset_ms.unwrap_or(0) }
+                }
+                _ => Span::Tokens,
+            })
+        };
+        self.limits.iter().map(|l| span(l).unwrap_or(Span::Tokens)).collect()
+    }
 }
 
 /// The lease candidate of a decision of `rules` for `identity`; `None`
@@ -51,24 +73,14 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
     if limits.is_empty() {
         return None;
     }
-    let mut parts: Vec<u64> = Vec::with_capacity(2 * limits.len());
-    let mut per_request = Vec::with_capacity(limits.len());
-    let mut spans = Vec::with_capacity(limits.len());
+    // "lease" as the seed: never equal to the same limits' other fingerprints.
+    let mut fingerprint = combine(0x006c_6561_7365, &[]);
     for l in &limits {
         let Op::Use(amount) = l.op else { return None };
         let limit = config.rules.get(l.rule)?.limits.get(l.limit)?;
-        parts.push(entry_fingerprint(limit.fingerprint, identity));
-        parts.push(amount);
-        per_request.push(amount);
-        spans.push(match limit.spec.algorithm {
-            Algorithm::SlidingWindow | Algorithm::FixedWindow => {
-                Span::Window { window_ms: limit.spec.window_ms, offset_ms: l.offset_ms.unwrap_or(0) }
-            }
-            _ => Span::Tokens,
-        });
+        fingerprint = combine_more(fingerprint, &[entry_fingerprint(limit.fingerprint, identity), amount]);
     }
-    // "lease" as the seed: never equal to the same limits' other fingerprints.
-    Some(LeaseCandidate { fingerprint: combine(0x006c_6561_7365, &parts), params, per_request, spans, limits })
+    Some(LeaseCandidate { fingerprint, params, limits })
 }
 
 /// Admits a request of the client of `c` from its lease at `now_ms`, if

@@ -62,7 +62,7 @@ impl Worker {
             return;
         }
         let mut limits = Vec::with_capacity(d.limits.len());
-        for (l, per) in d.limits.iter().zip(&c.per_request) {
+        for (l, per) in d.limits.iter().zip(c.per_request()) {
             let Some(units) = per.checked_mul(requests) else { return };
             limits.push(PlannedLimit { op: crate::spec::Op::Use(units), ..*l });
         }
@@ -105,14 +105,14 @@ impl Worker {
         let c = &ask.candidate;
         let lease = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &c.spans),
+            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &c.spans(&self.config)),
             requests_left: granted,
             granted,
             granted_at_ms: at,
             limits: outcomes
                 .iter()
-                .zip(&c.per_request)
-                .map(|(o, &per_request)| LeasedLimit {
+                .zip(c.per_request())
+                .map(|(o, per_request)| LeasedLimit {
                     remaining_at_grant: o.remaining,
                     reset_at_ms: at.saturating_add(o.reset_ms),
                     per_request,

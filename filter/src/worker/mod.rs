@@ -234,7 +234,8 @@ impl Worker {
         let now = host.now_ms();
         self.sweep(host, now);
         let req = Request::new(request);
-        let start = begin_request(&Self::env(&self.config, host, &self.leases), &req, || host.now_ms());
+        // The instant read above: one clock hostcall a request.
+        let start = begin_request(&Self::env(&self.config, host, &self.leases), &req, || now);
         self.ask_for_identity_encoding(host, &req);
         let pending = match start {
             Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
