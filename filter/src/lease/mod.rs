@@ -17,8 +17,8 @@
 //! - `pocket`: a few requests of a lease a worker drew from the table
 //!   with one compare-and-swap, then admits with no shared data.
 //! - `table`: the proxy's leases in a fixed number of shared-data slots,
-//!   spent one request at a time with compare-and-swap, so two workers
-//!   never spend one unit twice.
+//!   drawn from with compare-and-swap (one request, or a pocket's few at
+//!   once), so two workers never spend one unit twice.
 
 mod heat;
 mod plan;

@@ -6,8 +6,9 @@
 //! slot once written stays so: nothing of that fingerprint lies beyond
 //! one never written), else one whose lease ended. With one slot each, a
 //! fifth of 1,000 clients shared theirs with another and their leases
-//! kept replacing each other. A lease is spent one request at a time with
-//! compare-and-swap (two workers never spend one unit twice), and lost,
+//! kept replacing each other. A lease is drawn from with compare-and-swap,
+//! one request or a worker's pocket of a few at once (two workers never
+//! spend one unit twice), and lost,
 //! never doubled, when two first writes race or when a grant finds every
 //! candidate held by a live lease (`room` says so before the ask): a lost
 //! lease admits less, never more.
