@@ -11,6 +11,8 @@
 //! replaced by `~H` and 32 hex digits of its SHA-256: bounded, and no
 //! client can collide with another.
 
+use std::borrow::Cow;
+
 use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
 use crate::keys::MAX_IDENTITY;
@@ -29,10 +31,10 @@ pub enum Identity {
 }
 
 /// The identity of `req` under `parts`, in `form`.
-pub fn identity<S: RequestSource + ?Sized>(
-    parts: &[KeyPart],
+pub fn identity<'a, S: RequestSource + ?Sized>(
+    parts: &'a [KeyPart],
     form: IdentityForm,
-    req: &Request<'_, S>,
+    req: &'a Request<'_, S>,
     xff_hops: u32,
 ) -> Identity {
     let mut out = String::with_capacity(32);
@@ -40,24 +42,25 @@ pub fn identity<S: RequestSource + ?Sized>(
         if i > 0 {
             out.push_str("~~");
         }
-        let one = |v: OneValue<'_>| match v {
-            OneValue::One(b) => Ok(Some(b.to_vec())),
+        // Borrowed where the request holds the bytes: read on every request.
+        let one = |v: OneValue<'a>| match v {
+            OneValue::One(b) => Ok(Some(Cow::Borrowed(b))),
             OneValue::Absent => Ok(None),
             OneValue::Conflicting => Err(i),
         };
-        let value: Result<Option<Vec<u8>>, usize> = match part {
-            KeyPart::ClientIp => Ok(Some(client_ip(req, xff_hops))),
-            KeyPart::Path => Ok(req.path().map(<[u8]>::to_vec)),
-            KeyPart::Method => Ok(req.method().map(<[u8]>::to_vec)),
-            KeyPart::Authority => Ok(req.authority()),
+        let value: Result<Option<Cow<'_, [u8]>>, usize> = match part {
+            KeyPart::ClientIp => Ok(Some(Cow::Owned(client_ip(req, xff_hops)))),
+            KeyPart::Path => Ok(req.path().map(Cow::Borrowed)),
+            KeyPart::Method => Ok(req.method().map(Cow::Borrowed)),
+            KeyPart::Authority => Ok(req.authority().map(Cow::Owned)),
             KeyPart::Header(name) => one(one_member(req.headers().lines(name))),
             KeyPart::HeaderRaw(name) => one(one_line(req.headers().lines(name))),
             KeyPart::Query(name) => match req.query(name) {
-                QueryValue::One(v) => Ok(Some(v)),
+                QueryValue::One(v) => Ok(Some(Cow::Owned(v))),
                 QueryValue::Absent => Ok(None),
                 QueryValue::Conflicting => Err(i),
             },
-            KeyPart::Literal(text) => Ok(Some(text.as_bytes().to_vec())),
+            KeyPart::Literal(text) => Ok(Some(Cow::Borrowed(text.as_bytes()))),
         };
         match value {
             Ok(Some(v)) => escape_into(&mut out, &v),

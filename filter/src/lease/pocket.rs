@@ -45,16 +45,16 @@ impl Pocket {
     }
 }
 
-/// A request admitted from a pocket, as its rate-limit fields show it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeasedRequest {
+/// A request admitted from a lease, as its rate-limit fields show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeasedRequest<'a> {
     /// Requests the lease holds after this one, as far as this worker
     /// knows: what the table held at the last draw plus what the pocket
     /// still holds (other workers may have spent from the table since:
     /// never more than the store could have granted).
     pub requests_left: u64,
     /// The lease's limits, as the store said them at the grant.
-    pub limits: Vec<LeasedLimit>,
+    pub limits: &'a [LeasedLimit],
 }
 
 /// The pockets of one worker.
@@ -76,7 +76,7 @@ fn candidates(fingerprint: u64) -> [usize; CHOICES] {
 impl Pockets {
     /// Admits one request of `fingerprint` from its pocket at `now_ms`, if
     /// it holds one.
-    pub fn spend(&mut self, fingerprint: u64, now_ms: u64) -> Option<LeasedRequest> {
+    pub fn spend(&mut self, fingerprint: u64, now_ms: u64) -> Option<LeasedRequest<'_>> {
         let held =
             |p: &Option<Pocket>| p.as_ref().is_some_and(|p| p.lease.fingerprint == fingerprint && p.live(now_ms));
         let at = candidates(fingerprint).into_iter().find(|&i| self.slots.get(i).is_some_and(held))?;
@@ -84,7 +84,7 @@ impl Pockets {
         pocket.left -= 1;
         Some(LeasedRequest {
             requests_left: pocket.lease.requests_left.saturating_add(pocket.left),
-            limits: pocket.lease.limits.clone(),
+            limits: &pocket.lease.limits,
         })
     }
 
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(p.spend(7, NOW), None);
         assert!(p.keep(lease(7, 80, NOW + 1_000), 3, NOW));
         // The table held 80 after the draw; the pocket 3, then 2, 1, 0.
-        let left: Vec<u64> = (0..3).filter_map(|_| p.spend(7, NOW)).map(|f| f.requests_left).collect();
+        let left: Vec<u64> = (0..3).filter_map(|_| p.spend(7, NOW).map(|f| f.requests_left)).collect();
         assert_eq!(left, [82, 81, 80]);
         assert_eq!(p.spend(7, NOW), None, "spent");
         assert!(p.keep(lease(7, 60, NOW + 1_000), 2, NOW), "its own slot again");

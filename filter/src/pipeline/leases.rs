@@ -86,15 +86,23 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
 /// Admits a request of the client of `c` from its lease at `now_ms`, if
 /// this proxy holds a live one: from this worker's pocket while it holds
 /// requests, else by a draw from the table, whose rest (if the worker has
-/// pockets with room) goes to the pocket.
-pub(super) fn spend<S, M>(env: &Env<'_, S, M>, c: &LeaseCandidate, now_ms: u64) -> Option<LeasedRequest>
+/// pockets with room) goes to the pocket. `admit` is given the request as
+/// the lease shows it (borrowed: nothing is copied on the usual path).
+pub(super) fn spend<S, M, R>(
+    env: &Env<'_, S, M>,
+    c: &LeaseCandidate,
+    now_ms: u64,
+    admit: impl FnOnce(LeasedRequest<'_>) -> R,
+) -> Option<R>
 where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
 {
     let pockets = env.pockets;
-    if let Some(held) = pockets.and_then(|p| p.borrow_mut().spend(c.fingerprint, now_ms)) {
-        return Some(held);
+    if let Some(p) = pockets {
+        if let Some(held) = p.borrow_mut().spend(c.fingerprint, now_ms) {
+            return Some(admit(held));
+        }
     }
     let most = match pockets {
         Some(p) if p.borrow().room(c.fingerprint, now_ms) => draw_size(c.params.max_units),
@@ -103,12 +111,13 @@ where
     let table = LeaseTable::new(env.shared, env.config.deny_cache.slots);
     let Spend::Drawn(lease, drawn) = table.draw(c.fingerprint, now_ms, most) else { return None };
     let rest = drawn.saturating_sub(1);
-    let held = LeasedRequest { requests_left: lease.requests_left.saturating_add(rest), limits: lease.limits.clone() };
+    let admitted =
+        admit(LeasedRequest { requests_left: lease.requests_left.saturating_add(rest), limits: &lease.limits });
     if let Some(p) = pockets.filter(|_| rest > 0) {
         // Room was checked just above, on this worker's own table.
         p.borrow_mut().keep(lease, rest, now_ms);
     }
-    Some(held)
+    Some(admitted)
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at
@@ -120,12 +129,12 @@ pub(super) fn admitted(
     config: &Config,
     rules: &[usize],
     limits: &[PlannedLimit],
-    lease: &LeasedRequest,
+    lease: LeasedRequest<'_>,
     partition: Option<PartitionKey>,
     now_ms: u64,
 ) -> Vec<(usize, Verdict)> {
     let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
-    for (l, leased) in limits.iter().zip(&lease.limits) {
+    for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
         let capacity = match limit.spec.algorithm {
             Algorithm::TokenBucket | Algorithm::Gcra => limit.spec.burst,

@@ -282,12 +282,13 @@ where
         if let Some(c) = &lease {
             let hot =
                 env.heat.is_none_or(|h| h.borrow_mut().observe(c.fingerprint, now(), c.params.max_age_ms) >= HOT_AFTER);
-            if let Some(held) = if hot { leases::spend(env, c, now()) } else { None } {
+            let admit = |held: LeasedRequest<'_>| leases::admitted(config, &matched, &c.limits, held, partition, now());
+            if let Some(verdicts) = if hot { leases::spend(env, c, now(), admit) } else { None } {
                 for &r in &matched {
                     env.metrics.count(r, Event::Allowed);
                     env.metrics.count(r, Event::LeaseAllowed);
                 }
-                known.extend(leases::admitted(config, &matched, &c.limits, &held, partition, now()));
+                known.extend(verdicts);
                 continue;
             }
         }
@@ -579,7 +580,7 @@ mod tests;
 mod unreadable;
 mod verdicts;
 
-use crate::lease::{Heat, Pockets, HOT_AFTER};
+use crate::lease::{Heat, LeasedRequest, Pockets, HOT_AFTER};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};

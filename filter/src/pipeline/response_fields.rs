@@ -11,27 +11,33 @@ use crate::response::{most_restrictive, rate_limit_headers, shadow_headers, Head
 /// that ask for it, what the client would have seen, as
 /// `X-RateLimit-Shadow-*`.
 pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], now: u64) -> Headers {
-    let shown = |shadow: bool| -> Vec<Shown> {
+    let shadowed = || -> Vec<Shown> {
         verdicts
             .iter()
-            .filter(|(r, _)| config.rules[*r].shadow == shadow && (!shadow || config.rules[*r].shadow_headers))
+            .filter(|(r, _)| config.rules[*r].shadow && config.rules[*r].shadow_headers)
             .flat_map(|(_, v)| v.shown().iter().copied())
             .collect()
     };
     let mut headers = Headers::new();
     // A concurrency limit is no rate: the fields describe the rate limits.
-    let enforced: Vec<Shown> = shown(false).into_iter().filter(|s| !super::is_concurrency(config, s)).collect();
+    let enforced: Vec<Shown> = verdicts
+        .iter()
+        .filter(|(r, _)| !config.rules[*r].shadow)
+        .flat_map(|(_, v)| v.shown().iter().copied())
+        .filter(|s| !super::is_concurrency(config, s))
+        .collect();
     if let Some(s) = most_restrictive(&enforced) {
         let style = s.policy.and_then(|p| config.rules.get(p.rule)).and_then(|r| r.headers).unwrap_or(config.headers);
         if style.legacy {
-            headers.extend(rate_limit_headers(&s, now));
+            // The usual response's only fields: taken whole, not copied.
+            headers = rate_limit_headers(&s, now);
         }
         if style.ietf {
             let listed: Vec<Listed> = enforced.iter().filter_map(|s| s.policy.map(|p| (p, s.limit))).collect();
             headers.extend(ietf_fields(config, &listed, &enforced, false));
         }
     }
-    if let Some(s) = most_restrictive(&shown(true)) {
+    if let Some(s) = most_restrictive(&shadowed()) {
         headers.extend(shadow_headers(&s, now));
     }
     headers
