@@ -38,6 +38,27 @@ impl World {
         Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None, pockets: None }
     }
 
+    /// Grants this proxy a lease of rule 0's limit (one, 1 unit a request)
+    /// for API key `key`: `requests` of it, `remaining` outside it, until
+    /// 10 s from now.
+    fn grant_lease(&self, key: &str, requests: u64, remaining: u64) {
+        let digest = IdentityDigest::of(&crate::identity::digest(key));
+        let c = leases::candidate_for(&self.config, &[0], &digest).unwrap();
+        let lease = crate::lease::LeaseRecord {
+            fingerprint: c.fingerprint,
+            expires_at_ms: NOW + 10_000,
+            requests_left: requests,
+            granted: requests,
+            granted_at_ms: NOW,
+            limits: vec![crate::lease::LeasedLimit {
+                remaining_at_grant: remaining,
+                reset_at_ms: NOW + 20_000,
+                per_request: 1,
+            }],
+        };
+        crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, NOW);
+    }
+
     fn begin(&self, req: &FakeRequest) -> Start {
         begin(&self.env(), req, || NOW)
     }
@@ -480,17 +501,7 @@ fn a_live_lease_admits_even_past_a_denial_cached_since_and_without_one_the_cache
     assert!(matches!(out, Outcome::Reply(ref r) if r.status == 429));
     let Start::Done(Outcome::Reply(_)) = w.begin(&req) else { panic!("the deny cache answers") };
     // This proxy holds a lease of that client: its units are paid for.
-    let digest = IdentityDigest::of(&crate::identity::digest("k"));
-    let c = leases::candidate_for(&w.config, &[0], &digest).unwrap();
-    let lease = crate::lease::LeaseRecord {
-        fingerprint: c.fingerprint,
-        expires_at_ms: NOW + 10_000,
-        requests_left: 2,
-        granted: 2,
-        granted_at_ms: NOW,
-        limits: vec![crate::lease::LeasedLimit { remaining_at_grant: 0, reset_at_ms: NOW + 20_000, per_request: 1 }],
-    };
-    crate::lease::LeaseTable::new(&w.shared, w.config.deny_cache.slots).grant(lease, NOW);
+    w.grant_lease("k", 2, 0);
     for remaining in ["1", "0"] {
         let Start::Done(out) = w.begin(&req) else { panic!("decided in the proxy") };
         assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
@@ -511,17 +522,7 @@ fn two_workers_pockets_admit_exactly_the_lease_reading_the_table_once_a_draw() {
        "limits":[{"algorithm":"fixed_window","limit":1000,"window":"1m"}]}]}"#;
     let w = World::new(config);
     let req = FakeRequest::new("GET", "/").with("x-api-key", "k");
-    let digest = IdentityDigest::of(&crate::identity::digest("k"));
-    let c = leases::candidate_for(&w.config, &[0], &digest).unwrap();
-    let lease = crate::lease::LeaseRecord {
-        fingerprint: c.fingerprint,
-        expires_at_ms: NOW + 10_000,
-        requests_left: 40,
-        granted: 40,
-        granted_at_ms: NOW,
-        limits: vec![crate::lease::LeasedLimit { remaining_at_grant: 900, reset_at_ms: NOW + 20_000, per_request: 1 }],
-    };
-    crate::lease::LeaseTable::new(&w.shared, w.config.deny_cache.slots).grant(lease, NOW);
+    w.grant_lease("k", 40, 900);
     let pockets = [RefCell::new(Pockets::default()), RefCell::new(Pockets::default())];
     let admit = |worker: usize| {
         let env = Env { pockets: Some(&pockets[worker]), ..w.env() };

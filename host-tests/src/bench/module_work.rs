@@ -36,6 +36,10 @@ struct Case {
     status: u32,
 }
 
+/// The proxy sitting's leased rule.
+const LEASED: &str = r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
+    "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#;
+
 const CASES: [Case; 5] = [
     Case {
         name: "no rule matched",
@@ -51,20 +55,8 @@ const CASES: [Case; 5] = [
         workers: 1,
         status: 200,
     },
-    Case {
-        name: "allowed, 1 identity, leases on",
-        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
-            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
-        workers: 1,
-        status: 200,
-    },
-    Case {
-        name: "allowed, 1 identity, leases on, 2 workers in turn",
-        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
-            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
-        workers: 2,
-        status: 200,
-    },
+    Case { name: "allowed, 1 identity, leases on", rule: LEASED, workers: 1, status: 200 },
+    Case { name: "allowed, 1 identity, leases on, 2 workers in turn", rule: LEASED, workers: 2, status: 200 },
     Case {
         name: "denied (deny-cache hit)",
         rule: r#"{"name":"api","key":["client_ip"],"failure_mode":"open",
