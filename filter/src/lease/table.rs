@@ -27,10 +27,8 @@ const CHOICES: u32 = 4;
 /// What drawing requests from a lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spend {
-    /// Admitted from the lease; the lease as it is after this request.
-    Admitted(LeaseRecord),
-    /// This many requests drawn (this one and a worker's pocket); the
-    /// lease as it is after them.
+    /// This many requests drawn (the one it was for, and what goes to a
+    /// worker's pocket); the lease as it is after them.
     Drawn(LeaseRecord, u64),
     /// No live lease of this fingerprint here: ask the store.
     NoLease,
@@ -87,14 +85,6 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
             Some(Some((Some(l), _))) => Probe { previous: None, room: ended(&l, now_ms) },
             Some(_) => Probe { previous: None, room: true },
             None => Probe { previous: None, room: false },
-        }
-    }
-
-    /// Spends one request of the live lease of `fingerprint` at `now_ms`.
-    pub fn spend(&self, fingerprint: u64, now_ms: u64) -> Spend {
-        match self.draw(fingerprint, now_ms, 1) {
-            Spend::Drawn(lease, _) => Spend::Admitted(lease),
-            other => other,
         }
     }
 
@@ -213,13 +203,13 @@ mod tests {
     fn a_lease_admits_exactly_its_requests_then_nothing() {
         let shared = FakeShared::default();
         let t = LeaseTable::new(&shared, slots(16));
-        assert_eq!(t.spend(7, NOW), Spend::NoLease);
+        assert_eq!(t.draw(7, NOW, 1), Spend::NoLease);
         t.grant(lease(7, 3, NOW + 5_000), NOW);
         for left in [2, 1, 0] {
-            let Spend::Admitted(l) = t.spend(7, NOW + 1) else { panic!("admitted") };
+            let Spend::Drawn(l, 1) = t.draw(7, NOW + 1, 1) else { panic!("admitted") };
             assert_eq!(l.requests_left, left);
         }
-        assert_eq!(t.spend(7, NOW + 1), Spend::NoLease, "spent");
+        assert_eq!(t.draw(7, NOW + 1, 1), Spend::NoLease, "spent");
     }
 
     #[test]
@@ -244,8 +234,8 @@ mod tests {
         let shared = FakeShared::default();
         let t = LeaseTable::new(&shared, slots(16));
         t.grant(lease(7, 3, NOW + 5_000), NOW);
-        assert_eq!(t.spend(7, NOW + 5_000), Spend::NoLease, "expired at its instant");
-        assert_eq!(t.spend(7 + 16, NOW), Spend::NoLease, "same slot, another client");
+        assert_eq!(t.draw(7, NOW + 5_000, 1), Spend::NoLease, "expired at its instant");
+        assert_eq!(t.draw(7 + 16, NOW, 1), Spend::NoLease, "same slot, another client");
     }
 
     #[test]
@@ -259,23 +249,23 @@ mod tests {
         t.grant(lease(7, 3, NOW + 5_000), NOW);
         assert!(t.probe(23, NOW).room);
         t.grant(lease(23, 2, NOW + 6_000), NOW);
-        assert!(matches!(t.spend(7, NOW), Spend::Admitted(l) if l.requests_left == 2));
-        assert!(matches!(t.spend(23, NOW), Spend::Admitted(l) if l.requests_left == 1));
+        assert!(matches!(t.draw(7, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 2));
+        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 1));
         // A third finds no room while both live; its grant (a race) pushes
         // out the lease that ends first: lost, never doubled.
         assert_eq!(t.probe(39, NOW), Probe { previous: None, room: false });
         t.grant(lease(39, 4, NOW + 5_000), NOW);
-        assert_eq!(t.spend(7, NOW), Spend::NoLease);
-        assert!(matches!(t.spend(23, NOW), Spend::Admitted(l) if l.requests_left == 0));
-        assert!(matches!(t.spend(39, NOW), Spend::Admitted(l) if l.requests_left == 3));
+        assert_eq!(t.draw(7, NOW, 1), Spend::NoLease);
+        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 0));
+        assert!(matches!(t.draw(39, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 3));
         // Spent or expired, a lease leaves room; its fingerprint's own slot
         // is found first, live or not.
-        assert_eq!(t.spend(23, NOW), Spend::NoLease);
+        assert_eq!(t.draw(23, NOW, 1), Spend::NoLease);
         assert!(t.probe(7, NOW).room);
         assert!(t.probe(71, NOW + 5_000).room, "39's expired");
         assert_eq!(t.probe(23, NOW).previous.map(|l| l.granted), Some(2));
         t.grant(lease(23, 5, NOW + 9_000), NOW + 10);
-        assert!(matches!(t.spend(23, NOW + 10), Spend::Admitted(l) if l.requests_left == 4 && l.granted == 7));
+        assert!(matches!(t.draw(23, NOW + 10, 1), Spend::Drawn(l, 1) if l.requests_left == 4 && l.granted == 7));
         assert_eq!(shared.len(), 2);
     }
 
@@ -288,11 +278,11 @@ mod tests {
         let mut newer = lease(7, 4, NOW + 6_000);
         newer.limits[0].remaining_at_grant = 40;
         t.grant(newer, NOW + 1_000);
-        let Spend::Admitted(l) = t.spend(7, NOW + 5_500) else { panic!() };
+        let Spend::Drawn(l, 1) = t.draw(7, NOW + 5_500, 1) else { panic!() };
         assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (6, NOW + 6_000, 40));
         // An expired one is replaced, not added to.
         t.grant(lease(7, 2, NOW + 20_000), NOW + 10_000);
-        assert!(matches!(t.spend(7, NOW + 10_000), Spend::Admitted(l) if l.requests_left == 1));
+        assert!(matches!(t.draw(7, NOW + 10_000, 1), Spend::Drawn(l, 1) if l.requests_left == 1));
     }
 
     /// Shared data where another worker always writes first.
@@ -313,7 +303,7 @@ mod tests {
         let shared = AlwaysRaced(FakeShared::default());
         let t = LeaseTable::new(&shared, slots(16));
         t.grant(lease(7, 3, NOW + 5_000), NOW);
-        assert_eq!(t.spend(7, NOW), Spend::Contended);
+        assert_eq!(t.draw(7, NOW, 1), Spend::Contended);
         let (bytes, _) = shared.get("ratelimit.lease.7").unwrap();
         assert_eq!(LeaseRecord::decode(&bytes).unwrap().requests_left, 3);
     }
