@@ -21,6 +21,24 @@ pub fn hex<const N: usize, const H: usize>(bytes: &[u8; N]) -> [u8; H] {
     out
 }
 
+/// The `N` bytes exactly `2 × N` lower-case hex digits spell (what `hex`
+/// writes); `None` for anything else.
+pub fn from_hex<const N: usize>(digits: &[u8]) -> Option<[u8; N]> {
+    if digits.len() != 2 * N {
+        return None;
+    }
+    let value = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; N];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        *byte = (value(pair[0])? << 4) | value(pair[1])?;
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +65,21 @@ mod tests {
         assert_eq!(&h, b"ab01");
         let half: [u8; 4] = hex(&[0xff, 0x0e, 0x77]);
         assert_eq!(&half, b"ff0e");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn from_hex_reads_back_what_hex_writes_and_nothing_else() {
+        assert_eq!(
+            from_hex::<16>(b"000102030405060708090a0b0c0d0eff"),
+            Some([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 255])
+        );
+        let digest = sha256(b"abc");
+        let digits: [u8; 64] = hex(&digest);
+        assert_eq!(from_hex::<32>(&digits), Some(digest));
+        assert_eq!(from_hex::<16>(b"+00102030405060708090a0b0c0d0eff"), None);
+        assert_eq!(from_hex::<16>(b"000102030405060708090A0B0C0D0EFF"), None, "upper case");
+        assert_eq!(from_hex::<16>(b"0001"), None, "too short");
+        assert_eq!(from_hex::<2>(b"00010"), None, "too long");
     }
 }
