@@ -88,8 +88,9 @@ impl Variant {
         }
     }
 
-    /// The plugin configuration of the filter variants.
-    fn plugin_config(self) -> Option<String> {
+    /// The plugin configuration of the filter variants (its store is the
+    /// cluster `ratelimit_store`).
+    pub fn plugin_config(self) -> Option<String> {
         // A generous store timeout: on this shared 2-core machine a 25 ms
         // timeout would turn some allow-path calls into fallback decisions.
         let store = |batch: &str| {

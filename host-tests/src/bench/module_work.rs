@@ -13,11 +13,14 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::envoy_variants::{Batching, Variant};
 use super::report::{table, Section};
 use crate::redis_server::RedisServer;
 use crate::wasm_host::{Artifact, Host, Request};
 use crate::webdis::{with_credential, Webdis};
 
+/// The store cluster the proxy sitting's plugin configurations name.
+const STORE_CLUSTER: &str = "ratelimit_store";
 /// Requests counted per case, after its warm-up.
 const COUNTED: u64 = 2_000;
 /// Requests before counting: a leased client hot and leased by then.
@@ -25,45 +28,33 @@ const WARM_UP: u64 = 500;
 /// Requests per simulated millisecond (the clock is the host's own).
 const PER_MS: u64 = 10;
 
-/// One kind of request.
+/// One kind of request: a variant of the proxy sitting (its plugin
+/// configuration, so both measure the same rules).
 struct Case {
     name: &'static str,
-    /// The rule, keyed and limited like the proxy sitting's.
-    rule: &'static str,
+    variant: Variant,
     /// Workers (VMs) of the proxy; requests go to them in turn.
     workers: usize,
     /// What every counted request must be answered.
     status: u32,
 }
 
-/// The proxy sitting's leased rule.
-const LEASED: &str = r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open","lease":{"max_units":1000,"max_age":"1s"},
-    "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#;
-
 const CASES: [Case; 5] = [
-    Case {
-        name: "no rule matched",
-        rule: r#"{"name":"api","match":{"path_prefix":"/never-matched/"},"key":["client_ip"],"failure_mode":"open",
-            "limits":[{"algorithm":"sliding_window","limit":100,"window":"1h"}]}"#,
-        workers: 1,
-        status: 200,
-    },
+    Case { name: "no rule matched", variant: Variant::NoRuleMatched, workers: 1, status: 200 },
     Case {
         name: "allowed, 1 identity, leases off (a store call each)",
-        rule: r#"{"name":"api","key":["header:x-api-key"],"failure_mode":"open",
-            "limits":[{"algorithm":"sliding_window","limit":100000000,"window":"1h"}]}"#,
+        variant: Variant::Allowed(Batching::On),
         workers: 1,
         status: 200,
     },
-    Case { name: "allowed, 1 identity, leases on", rule: LEASED, workers: 1, status: 200 },
-    Case { name: "allowed, 1 identity, leases on, 2 workers in turn", rule: LEASED, workers: 2, status: 200 },
+    Case { name: "allowed, 1 identity, leases on", variant: Variant::Leased, workers: 1, status: 200 },
     Case {
-        name: "denied (deny-cache hit)",
-        rule: r#"{"name":"api","key":["client_ip"],"failure_mode":"open",
-            "limits":[{"algorithm":"sliding_window","limit":1,"window":"1h"}]}"#,
-        workers: 1,
-        status: 429,
+        name: "allowed, 1 identity, leases on, 2 workers in turn",
+        variant: Variant::Leased,
+        workers: 2,
+        status: 200,
     },
+    Case { name: "denied (deny-cache hit)", variant: Variant::DenyCacheHit, workers: 1, status: 429 },
 ];
 
 /// What one case counted, per request.
@@ -73,12 +64,10 @@ struct Work {
 }
 
 fn count(case: &Case, webdis: &Webdis) -> Work {
-    let config = with_credential(&format!(
-        r#"{{"domain":"bench","store":{{"transport":"webdis","cluster":"store","timeout_ms":1000}},"rules":[{}]}}"#,
-        case.rule
-    ));
+    let plugin = case.variant.plugin_config().unwrap_or_else(|| panic!("{}: not a filter variant", case.name));
+    let config = with_credential(&plugin);
     let mut host =
-        Host::builder(Artifact::Webdis, &config).vms(case.workers).http_cluster("store", webdis.port).start();
+        Host::builder(Artifact::Webdis, &config).vms(case.workers).http_cluster(STORE_CLUSTER, webdis.port).start();
     assert!(host.configured(0), "{}: the configuration was refused", case.name);
     let request = || Request::get("/api/x").header("x-api-key", "key-1");
     let mut i = 0u64;
@@ -142,7 +131,7 @@ pub fn run() -> Section {
          Redis behind webdis, the host's clock moving 1 ms every {PER_MS} requests): wasm instructions (wasmtime's \
          fuel: about one per wasm instruction, in every callback of the request and in the memory the host asks the \
          module for) and `proxy_*` hostcalls, per request, over {COUNTED} requests after {WARM_UP} of warm-up; \
-         the proxy sitting's rules; requests to the workers in turn. The same from run to run, where Envoy's CPU per \
+         the proxy sitting's plugin configurations; requests to the workers in turn. The same from run to run, where Envoy's CPU per \
          request varies by ±20% on this machine: the measure to weigh a change of the request path by \
          (`BENCH_ONLY=module`, seconds). It is not Envoy's time: there a hostcall costs far more than an \
          instruction (V8 calls into C++; a read copies into memory the module allocates).\n\n{}",
