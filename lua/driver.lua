@@ -50,10 +50,13 @@
 -- (an error reply for the whole call).
 --
 -- Redis's cost is per command, so the counters and states (every key but
--- sliding_log's) are read by ONE MGET for the whole batch and written at
--- the end by one command per key: a later decision reads what earlier ones
--- wrote from `val`. A count the key held is raised by INCRBY, by the sum
--- the batch added, which keeps its TTL: sw and fw give a key the same
+-- sliding_log's) are read by ONE MGET for the whole batch, and a later
+-- decision reads what earlier ones wrote from `val`. A key's first write
+-- in the call goes to Redis as its decision is applied; a key written
+-- again by later decisions is written once more at the end (`again`).
+-- Writing at once spares the tables a write queue would fill and walk
+-- again (README: 1,360 instructions a decision). A count the key held is
+-- raised by INCRBY, which keeps its TTL: sw and fw give a key the same
 -- expiry on every write (the end of its window, plus one window for sw),
 -- so the first write's stands, and an integer reply costs Redis less than
 -- SET's status. PTTL then checks it has one (a count someone else wrote
@@ -284,25 +287,24 @@ a = a + 1
 if a + D - 1 ~= nargs then
   return bad('expected ' .. (a + D - 1) .. ' arguments for these decisions')
 end
-local keys_needed = 0
-for d = 1, D do
-  local text = argv[a]
-  local h = shape[text]
-  if h == nil then
-    h = posint(text)
+-- keys_of: the keys a shape index's text takes, filled with shape.
+local keys_needed, keys_of, first = 0, {}, a
+for d = first, first + D - 1 do
+  local text = argv[d]
+  local nk = keys_of[text]
+  if nk == nil then
+    local h = posint(text)
     if not (h and h <= H) then
-      return bad('decision ' .. d .. ': shape must be an index into the shapes')
+      return bad('decision ' .. (d - first + 1) .. ': shape must be an index into the shapes')
     end
-    shape[text] = h
+    shape[text], nk = h, hs[SHAPE_SLOTS * (h - 1) + H_KEYS]
+    keys_of[text] = nk
   end
-  keys_needed = keys_needed + hs[SHAPE_SLOTS * (h - 1) + H_KEYS]
-  a = a + 1
+  keys_needed = keys_needed + nk
 end
 if #keys ~= keys_needed then
   return bad('expected ' .. keys_needed .. ' keys for these decisions')
 end
--- Where the decisions' shapes are, to read them again below.
-local first = a - D
 
 -- sw and fw run on the caller's clock (the window index is in their keys);
 -- the others on Redis TIME, read once.
@@ -336,21 +338,31 @@ end
 
 local reply = {}
 -- A decision's queued writes (wq): key, value, PX, and how: false for
--- SET ... PX, true to raise a count held by INCRBY (value: what to add;
--- PX: what to give it if it has no TTL); for sl the clock t, the value and
--- PX being its amount and window (see sliding_log_write.lua). nw: the
--- slots used.
+-- SET ... PX, true to raise a count held by INCRBY (value: what the batch
+-- has added to it; PX: what to give it if it has no TTL); for sl the clock
+-- t, the value and PX being its amount and window (see
+-- sliding_log_write.lua). nw: the slots used.
 local wq = { false, false, false, false }
--- The batch's writes to string keys, applied at the end: in val, what sw
--- and fw added to the count a key held, a new count, or a tb or gc state;
--- in px the PX of those SET, in ex that of the counts raised.
-local val, px, ex = {}, {}, {}
+-- The batch's string keys, in val: what sw and fw added to the count a key
+-- held (or a new count), or a tb or gc state, as the batch's later
+-- decisions read it. A key's first write in the call goes to Redis at once
+-- (write and raise below): no table of it to fill and walk again. A key
+-- written again in the same call (one client twice in a batch) is written
+-- once more, at the end: in again, what was already written of a count
+-- (the end raises it by the rest), or the PX of a state's newest value.
+local val, again = {}, {}
+-- A count held that INCRBY refused, not an integer as Redis reads one
+-- ('5.5', '007'): what Lua read it as, plus add, replaces it, with the
+-- TTL this script gives its own (ttl: the PX, text or number).
+local function replace(key, add, ttl)
+  call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + add), 'PX', kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+end
 -- The usual decision: a client's one sliding_window limit used (the first
 -- shape of one limit, op u). Its spec is read once per call into these
 -- locals, and an admission is decided and queued in place (see
 -- lone_window.lua); a denial, and every other decision, takes the general
 -- path below.
-local lone, lone_limit, lone_window, lone_amount, lone_rest, lone_ttl, lone_px = 0
+local lone, lone_limit, lone_window, lone_amount, lone_rest, lone_ttl, lone_px, lone_text = 0
 for h = 1, H do
   local at = SHAPE_SLOTS * (h - 1)
   local x = hs[at + H_FIRST]
@@ -358,6 +370,7 @@ for h = 1, H do
   if hs[at + H_LIMITS] == 1 and lq[x + L_OP] == 'u' and sp[o + S_CODE] == 'sw' then
     lone, lone_limit, lone_window, lone_amount = h, sp[o + S_LIMIT], sp[o + S_WINDOW], lq[x + L_AMOUNT]
     lone_rest, lone_ttl, lone_px = lone_window - sp[o + S_P1], sp[o + S_P2], sp[o + S_P3]
+    lone_text = lone_amount == 1 and '1' or fmt('%d', lone_amount)
     break
   end
 end
@@ -414,10 +427,27 @@ for d = first, first + D - 1 do
     elseif all or charge then
       for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
         local key, how = wq[w + W_KEY], wq[w + W_HOW]
-        if how == false then
-          val[key], px[key] = wq[w + W_VALUE], wq[w + W_PX]
-        elseif how == true then
-          val[key], ex[key] = wq[w + W_VALUE], wq[w + W_PX]
+        if how == false or how == true then
+          local v, ttl, before = wq[w + W_VALUE], wq[w + W_PX], val[key]
+          val[key] = v
+          if before ~= nil then
+            -- Written before in this call: once more at the end.
+            if kind(v) ~= 'number' then
+              again[key] = ttl
+            elseif again[key] == nil then
+              again[key] = before
+            end
+          elseif how then
+            -- A count held, raised: then PTTL checks it has a TTL (a count
+            -- someone else wrote without one is given this script's).
+            if num(try('INCRBY', key, v == 1 and '1' or fmt('%d', v))) == nil then
+              replace(key, v, ttl)
+            elseif call('PTTL', key) == -1 then
+              call('PEXPIRE', key, kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+            end
+          else
+            call('SET', key, kind(v) == 'number' and fmt('%d', v) or v, 'PX', kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+          end
         elseif how == 'z' then
           --@include concurrency_write.lua
         else
@@ -427,26 +457,15 @@ for d = first, first + D - 1 do
     end
   end
 end
--- Any order: the call is atomic. Every key written leaves with a TTL.
-for key, v in pairs(val) do
-  local t = px[key]
-  if t then
-    if kind(v) == 'number' then
-      v = fmt('%d', v)
-    end
-    if kind(t) == 'number' then
-      t = fmt('%d', t)
-    end
-    call('SET', key, v, 'PX', t)
-  elseif kind(try('INCRBY', key, v == 1 and '1' or fmt('%d', v))) ~= 'number' then
-    -- Not an integer as Redis reads one ('5.5', '007'): what Lua read it
-    -- as, plus the sum, replaces it.
-    t = ex[key]
-    call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + v), 'PX', kind(t) == 'number' and fmt('%d', t) or t)
-  elseif call('PTTL', key) == -1 then
-    -- A count someone else wrote without a TTL.
-    t = ex[key]
-    call('PEXPIRE', key, kind(t) == 'number' and fmt('%d', t) or t)
+-- The keys written more than once: a count raised by the rest of what the
+-- batch added (its first write gave it a TTL, and it holds an integer
+-- since), a state set to its newest value. Any order: the call is atomic.
+for key, w in pairs(again) do
+  local v = val[key]
+  if kind(v) ~= 'number' then
+    call('SET', key, v, 'PX', kind(w) == 'number' and fmt('%d', w) or w)
+  elseif v > w then
+    call('INCRBY', key, fmt('%d', v - w))
   end
 end
 return reply

@@ -97,8 +97,11 @@ fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     assert!(ttl > 0 && ttl <= max_ttl(&s), "PTTL {ttl}");
 }
 
+/// One MGET reads the batch; a key is written once, when a decision first
+/// writes it, and once more at the end if later decisions of the call
+/// wrote it again (one INCRBY for all of them).
 #[test]
-fn a_call_reads_every_counter_once_and_writes_each_key_once() {
+fn a_call_reads_every_counter_once_and_writes_a_key_used_again_once_more() {
     let mut f = Fixture::new();
     let s = spec(SlidingWindow, 100, 60_000, 100);
     let limits = [limit(s, Op::Use(1))];
@@ -107,15 +110,20 @@ fn a_call_reads_every_counter_once_and_writes_each_key_once() {
     let batch: Vec<DecisionCall> = ids.iter().map(|identity| DecisionCall { identity, limits: &limits }).collect();
     let call = ScriptCall::new("t", T0, &batch);
     let sha = f.plain_sha.clone();
-    for (round, (set, incrby)) in [(3, 0), (0, 3)].into_iter().enumerate() {
+    // New keys: SET each, then hot's five more uses in one INCRBY. Held:
+    // INCRBY each (and PTTL finds its TTL), then hot's five more.
+    for (round, counts) in [[1, 3, 1, 0], [1, 0, 4, 3]].into_iter().enumerate() {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();
         let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
         assert!(got.iter().all(|d| d[0].allowed));
-        let counts = ["mget", "set", "incrby"].map(|c| command_stat(&mut f.conn, c).calls);
-        assert_eq!(counts, [1, set, incrby], "round {round}: MGET, SET (new keys), INCRBY (held counts)");
+        let seen = ["mget", "set", "incrby", "pttl"].map(|c| command_stat(&mut f.conn, c).calls);
+        assert_eq!(seen, counts, "round {round}: MGET, SET, INCRBY, PTTL");
     }
     let hot: String = redis::cmd("GET").arg(&call.keys[0]).query(&mut f.conn).unwrap();
     assert_eq!(hot, "12");
+    let (a, b): (String, String) =
+        redis::pipe().cmd("GET").arg(&call.keys[4]).cmd("GET").arg(&call.keys[10]).query(&mut f.conn).unwrap();
+    assert_eq!((a.as_str(), b.as_str()), ("2", "2"));
 }
 
 /// Every algorithm's key written by someone else without a TTL (a count,
