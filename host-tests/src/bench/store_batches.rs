@@ -94,11 +94,11 @@ pub fn run(redis: &RedisServer, rounds: usize, duration: Duration) -> Section {
                         to_floor.median, to_floor.min, to_floor.max, usec.median
                     ),
                     to_floor.median <= 1.5,
-                    "beyond the floor's MGET and writes, in instructions inside EVALSHA (callgrind, keys held, \
-                     2026-12-03): 29,100 per decision against 17,100; of the 12,000 above: a PTTL per count raised \
-                     (a TTL on every key the script writes, even one written without by someone else) 4,300, \
-                     the script's start and reading and checking the call's specs, shapes and decisions 3,700, the algorithm and the \
-                     batch's write table the rest"
+                    "beyond the floor's MGET and writes, in instructions inside EVALSHA (callgrind, keys held; \
+                     \"Script instructions\" below): 28,000 per decision against 17,300; of the 10,700 above: a PTTL \
+                     per count raised (a TTL on every key the script writes, even one written without by someone \
+                     else) 4,300, the script's start and reading and checking the call's specs, shapes and \
+                     decisions about 2,600, the algorithm and the redis.pcall of each INCRBY the rest"
                         .to_string(),
                 ));
             }
