@@ -2,6 +2,7 @@
 
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
+use compact_str::{CompactString, ToCompactString};
 
 /// One limit's outcome as the headers describe it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,13 +33,18 @@ pub struct LocalReply {
     /// 400, 429 or 503.
     pub status: u32,
     /// Headers (lower-case names).
-    pub headers: Vec<(&'static str, String)>,
+    pub headers: Headers,
     /// JSON body.
     pub body: String,
 }
 
-/// Header list.
-pub type Headers = Vec<(&'static str, String)>;
+/// Header list. Values are `CompactString`: the numbers of the rate-limit
+/// headers (up to 24 bytes) are kept inline, with no allocation each
+/// (README "Dependencies").
+pub type Headers = Vec<(&'static str, CompactString)>;
+
+/// The content type of every reply the filter sends.
+const JSON: CompactString = CompactString::const_new("application/json");
 
 fn ceil_seconds(ms: u64) -> u64 {
     ms.div_ceil(1000)
@@ -62,24 +68,24 @@ pub fn most_restrictive(shown: &[Shown]) -> Option<Shown> {
 /// X-RateLimit-* (Reset in Unix seconds) and RateLimit-* (Reset in seconds
 /// from now): they differ on purpose.
 pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
-    let limit = s.limit.to_string();
-    let remaining = s.outcome.remaining.to_string();
+    let limit = s.limit.to_compact_string();
+    let remaining = s.outcome.remaining.to_compact_string();
     vec![
         ("x-ratelimit-limit", limit.clone()),
         ("x-ratelimit-remaining", remaining.clone()),
-        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
+        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_compact_string()),
         ("ratelimit-limit", limit),
         ("ratelimit-remaining", remaining),
-        ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_string()),
+        ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_compact_string()),
     ]
 }
 
 /// `X-RateLimit-Shadow-*`: what a shadow rule would have shown.
 pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     vec![
-        ("x-ratelimit-shadow-limit", s.limit.to_string()),
-        ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_string()),
-        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
+        ("x-ratelimit-shadow-limit", s.limit.to_compact_string()),
+        ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_compact_string()),
+        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_compact_string()),
     ]
 }
 
@@ -94,7 +100,7 @@ pub fn too_many_requests(
     jitter_ppm: u32,
 ) -> LocalReply {
     let retry = retry_after_with_jitter(s.outcome.retry_after_ms.unwrap_or(s.outcome.reset_ms), jitter_ppm, random);
-    let mut headers = vec![("content-type", "application/json".to_string()), ("retry-after", retry.to_string())];
+    let mut headers = vec![("content-type", JSON), ("retry-after", retry.to_compact_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
     }
@@ -120,7 +126,7 @@ pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
     let detail = detail.replace(['"', '\\'], "");
     LocalReply {
         status: 400,
-        headers: vec![("content-type", "application/json".to_string())],
+        headers: vec![("content-type", JSON)],
         body: format!("{{\"error\":\"{error}\",\"rule\":\"{rule}\",\"detail\":\"{detail}\"}}"),
     }
 }
@@ -129,7 +135,7 @@ pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
 pub fn unavailable() -> LocalReply {
     LocalReply {
         status: 503,
-        headers: vec![("content-type", "application/json".to_string()), ("retry-after", "1".to_string())],
+        headers: vec![("content-type", JSON), ("retry-after", CompactString::const_new("1"))],
         body: "{\"error\":\"rate_limiter_unavailable\"}".to_string(),
     }
 }
@@ -154,12 +160,12 @@ mod tests {
         assert_eq!(
             h,
             vec![
-                ("x-ratelimit-limit", "5".to_string()),
-                ("x-ratelimit-remaining", "3".to_string()),
-                ("x-ratelimit-reset", "1700000002".to_string()),
-                ("ratelimit-limit", "5".to_string()),
-                ("ratelimit-remaining", "3".to_string()),
-                ("ratelimit-reset", "2".to_string()),
+                ("x-ratelimit-limit", "5".into()),
+                ("x-ratelimit-remaining", "3".into()),
+                ("x-ratelimit-reset", "1700000002".into()),
+                ("ratelimit-limit", "5".into()),
+                ("ratelimit-remaining", "3".into()),
+                ("ratelimit-reset", "2".into()),
             ]
         );
     }
@@ -169,7 +175,7 @@ mod tests {
     fn a_429_rounds_retry_after_up_and_never_below_one() {
         let r = too_many_requests("login", &shown(false, 0, 900, 1), 0, false, 0, 0);
         assert_eq!(r.status, 429);
-        assert_eq!(r.headers, vec![("content-type", "application/json".to_string()), ("retry-after", "1".to_string())]);
+        assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("retry-after", "1".into())]);
         assert_eq!(r.body, r#"{"error":"rate_limited","rule":"login","retry_after":1}"#);
         let r = too_many_requests("api", &shown(false, 0, 9000, 2001), 0, true, u64::MAX, 0);
         assert_eq!(r.body, r#"{"error":"rate_limited","rule":"api","retry_after":3}"#);
@@ -195,6 +201,6 @@ mod tests {
         let r = unavailable();
         assert_eq!(r.status, 503);
         assert_eq!(r.body, r#"{"error":"rate_limiter_unavailable"}"#);
-        assert!(r.headers.contains(&("retry-after", "1".to_string())));
+        assert!(r.headers.contains(&("retry-after", "1".into())));
     }
 }

@@ -263,7 +263,7 @@ fn headers_can_be_turned_off_but_retry_after_stays() {
     let Outcome::Reply(r) = w.run(&FakeRequest::new("POST", "/login"), &[Ok(vec![deny(0, 10, 1_001)])]) else {
         panic!()
     };
-    assert_eq!(r.headers, vec![("content-type", "application/json".to_string()), ("retry-after", "2".to_string())]);
+    assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("retry-after", "2".into())]);
 }
 
 #[test]

@@ -166,7 +166,7 @@ fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(*host.resumed.borrow(), [2]);
     let headers = w.on_response_headers(&host, 2, &NoHeaders, false);
-    assert!(headers.contains(&("x-ratelimit-remaining", "2".to_string())), "{headers:?}");
+    assert!(headers.contains(&("x-ratelimit-remaining", "2".into())), "{headers:?}");
     assert_eq!(w.sizes(), (0, 0, 0), "nothing left behind");
 }
 
@@ -457,7 +457,7 @@ fn a_decision_that_failed_inside_redis_follows_its_own_rules_policy_and_the_othe
     assert_eq!((replied[1].0, replied[1].1.status), (4, 429), "c is denied by the store");
     assert_eq!(*host.resumed.borrow(), [1, 3]);
     let headers = w.on_response_headers(&host, 3, &NoHeaders, false);
-    assert!(headers.contains(&("x-ratelimit-remaining", "2".to_string())), "a decided by the store: {headers:?}");
+    assert!(headers.contains(&("x-ratelimit-remaining", "2".into())), "a decided by the store: {headers:?}");
     assert_eq!(host.metrics.get(1, Event::FailClosed), 1);
     assert_eq!(host.metrics.get(1, Event::StoreError), 1);
     assert_eq!(host.metrics.get(0, Event::StoreError), 0);

@@ -68,7 +68,7 @@ fn each_stream_takes_its_own_slot_and_a_refusal_says_concurrency() {
     let (stream, reply) = &replied[0];
     assert_eq!((*stream, reply.status), (2, 429));
     assert_eq!(reply.body, r#"{"error":"rate_limited","rule":"llm","retry_after":1,"reason":"concurrency"}"#);
-    assert!(reply.headers.contains(&("retry-after", "1".to_string())));
+    assert!(reply.headers.contains(&("retry-after", "1".into())));
     assert_eq!(host.metrics.get(0, Event::SlotRefused), 1);
     // A refusal is not cached: the next request asks the store again.
     drop(replied);
