@@ -94,7 +94,8 @@ fn redis_reply(vm: &mut Vm, world: &WorldRef, call: &Call, now: u64) -> Reply {
                 }
             }
         }
-        (_, Answer::OnConnection { connection, .. }) => {
+        (outcome, Answer::OnConnection { connection, .. }) => {
+            eprintln!("redis link {connection}: call {} ended {outcome:?}, not delivered: the link is closed", call.id);
             close(links, &name, *connection, world, call.vm, now);
             Reply::RedisNetworkError
         }

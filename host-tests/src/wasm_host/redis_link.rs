@@ -75,7 +75,9 @@ impl RedisLink {
 
     /// Writes call `id`'s command; false if the connection broke.
     pub fn send(&mut self, id: u64, query: &[u8]) -> bool {
-        if self.stream.write_all(query).is_err() {
+        if let Err(e) = self.stream.write_all(query) {
+            // Printed with the test's output if it fails: why the module saw status 1.
+            eprintln!("redis link {}: writing call {id} failed: {e}", self.generation);
             return false;
         }
         self.sent.push_back(id);
@@ -86,9 +88,17 @@ impl RedisLink {
     /// calls written before it; `None` if the connection broke.
     pub fn reply(&mut self, id: u64) -> Option<Vec<u8>> {
         while !self.read.contains_key(&id) {
-            let oldest = self.sent.pop_front()?;
-            let bytes = self.read_one().ok()?;
-            self.read.insert(oldest, bytes);
+            let Some(oldest) = self.sent.pop_front() else {
+                eprintln!("redis link {}: call {id} was never written on it", self.generation);
+                return None;
+            };
+            match self.read_one() {
+                Ok(bytes) => self.read.insert(oldest, bytes),
+                Err(e) => {
+                    eprintln!("redis link {}: reading the reply to call {oldest} failed: {e}", self.generation);
+                    return None;
+                }
+            };
         }
         self.read.remove(&id)
     }
@@ -105,6 +115,8 @@ impl RedisLink {
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                     panic!("redis-server did not answer within {IO_BOUND:?}")
                 }
+                // A signal is no reason to give up on the connection.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.to_string()),
             }
         }

@@ -147,7 +147,10 @@ fn answer(
             Some(link) => {
                 state.redis_links.insert(cluster.to_string(), link);
             }
-            None => return ready(Reply::RedisNetworkError),
+            None => {
+                eprintln!("redis link {}: could not connect and log in to port {}", state.redis_connections, client.port);
+                return ready(Reply::RedisNetworkError);
+            }
         }
     }
     let link = state.redis_links.get_mut(cluster).expect("opened above");
