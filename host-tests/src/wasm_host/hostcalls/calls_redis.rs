@@ -148,7 +148,10 @@ fn answer(
                 state.redis_links.insert(cluster.to_string(), link);
             }
             None => {
-                eprintln!("redis link {}: could not connect and log in to port {}", state.redis_connections, client.port);
+                eprintln!(
+                    "redis link {}: could not connect and log in to port {}",
+                    state.redis_connections, client.port
+                );
                 return ready(Reply::RedisNetworkError);
             }
         }
