@@ -43,7 +43,10 @@ impl RedisLink {
     /// Connects and logs in; `None` when nothing listens (the module sees
     /// status 1, as with a connect failure in Higress).
     pub fn open(port: u16, login: &Login, generation: u64) -> Option<RedisLink> {
-        let stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        // Printed with the test's output if it fails: why the module saw status 1.
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .map_err(|e| eprintln!("redis link {generation}: connecting to port {port} failed: {e}"))
+            .ok()?;
         stream.set_read_timeout(Some(IO_BOUND)).unwrap();
         stream.set_write_timeout(Some(IO_BOUND)).unwrap();
         let mut link = RedisLink {
@@ -66,9 +69,14 @@ impl RedisLink {
             hello.push(resp::command(&["SELECT", &db.to_string()]));
         }
         for cmd in hello {
-            link.stream.write_all(&cmd).ok()?;
-            let reply = link.read_one().ok()?;
-            link.handshake.push(reply);
+            let reply = link.stream.write_all(&cmd).map_err(|e| e.to_string()).and_then(|()| link.read_one());
+            match reply {
+                Ok(reply) => link.handshake.push(reply),
+                Err(e) => {
+                    eprintln!("redis link {generation}: logging in on port {port} failed: {e}");
+                    return None;
+                }
+            }
         }
         Some(link)
     }
@@ -76,7 +84,6 @@ impl RedisLink {
     /// Writes call `id`'s command; false if the connection broke.
     pub fn send(&mut self, id: u64, query: &[u8]) -> bool {
         if let Err(e) = self.stream.write_all(query) {
-            // Printed with the test's output if it fails: why the module saw status 1.
             eprintln!("redis link {}: writing call {id} failed: {e}", self.generation);
             return false;
         }

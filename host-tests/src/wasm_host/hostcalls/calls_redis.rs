@@ -147,13 +147,8 @@ fn answer(
             Some(link) => {
                 state.redis_links.insert(cluster.to_string(), link);
             }
-            None => {
-                eprintln!(
-                    "redis link {}: could not connect and log in to port {}",
-                    state.redis_connections, client.port
-                );
-                return ready(Reply::RedisNetworkError);
-            }
+            // Its reason is printed where it is known (RedisLink::open).
+            None => return ready(Reply::RedisNetworkError),
         }
     }
     let link = state.redis_links.get_mut(cluster).expect("opened above");
