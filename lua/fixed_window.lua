@@ -2,7 +2,7 @@
 -- the caller's clock, shifted by the limit's offset: the window works on
 -- now + offset). Created with SET ... PX <ms to the window's end>, so the
 -- TTL is exact and needs no PEXPIRE NX (Redis 7.0); raised by INCRBY,
--- which keeps it (a count held without one is given one: see the driver).
+-- which keeps it (a count held without one is given one: TTL_CHECK, driver).
 -- (A fragment of the driver's loop.)
 local key = keys[k]
 local held = num(got[k]) -- nil when absent
@@ -18,7 +18,7 @@ if offset ~= 0 then
   ttl = window - elapsed
 end
 reset = window - elapsed
-local raise = held ~= nil
+local raise = held ~= nil and (held % TTL_CHECK + amount >= TTL_CHECK or 'r') -- as sliding_window's
 if op == 'g' then
   count = count + amount
   if count > TOP then

@@ -23,14 +23,15 @@ if room >= lone_amount * lone_window then
   -- key's first write in the call (then cur - base is lone_amount).
   val[key] = cur - base
   if added ~= nil then
-    if again[key] == nil then
-      again[key] = added
+    again[key] = lone_px
+    if wrote[key] == nil then
+      wrote[key] = added
     end
   elseif held then
-    -- As the driver's apply raises a count held (see there).
+    -- As the driver's apply raises a count held (see there and TTL_CHECK).
     if num(try('INCRBY', key, lone_text)) == nil then
       replace(key, lone_amount, lone_px)
-    elseif call('PTTL', key) == -1 then
+    elseif held % TTL_CHECK + lone_amount >= TTL_CHECK and call('PTTL', key) == -1 then
       call('PEXPIRE', key, lone_px)
     end
   else

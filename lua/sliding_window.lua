@@ -16,7 +16,9 @@ local base = held or 0
 local cur = base + (val[key] or 0)
 local prev = num(got[k + 1]) or 0
 local elapsed, ttl = p1, p2
-local raise = held ~= nil -- a count held: raised by INCRBY (see the driver)
+-- A count held is raised by INCRBY, its TTL checked if the raise passes a
+-- multiple of TTL_CHECK (see the driver): true, else 'r'; a new one is SET.
+local raise = held ~= nil and (held % TTL_CHECK + amount >= TTL_CHECK or 'r')
 if op == 'g' then
   cur = cur + amount
   if cur > TOP then

@@ -2,8 +2,9 @@
 //! place (INCRBY, keeping the key's real TTL), and anything else under a
 //! counter's name (not an integer as the script writes it, another type)
 //! never makes a call fail: it reads as the number Lua makes of it, or 0,
-//! and is replaced by a count. Whatever the key held, and whether or not
-//! it had a TTL, every key the script writes leaves with one.
+//! and is replaced by a count. Every key the script creates or replaces
+//! has a TTL; a count someone else wrote without one gets one once the
+//! script's raises carry it past a multiple of 8 (TTL_CHECK in driver.lua).
 
 use host_tests::bench::redis_info::command_stat;
 use ratelimit::algorithm::Algorithm::{FixedWindow, Gcra, SlidingLog, SlidingWindow, TokenBucket};
@@ -60,7 +61,8 @@ fn a_count_raised_again_keeps_the_ttl_it_was_created_with() {
 fn a_counter_key_holding_something_else_is_read_as_lua_reads_it_and_replaced() {
     let s = spec(SlidingWindow, 1000, 60_000, 1000);
     // (stored, the count after one use)
-    let cases = [("41", "42"), ("5.5", "6"), ("007", "8"), (" 3", "4"), ("1e2", "101"), ("abc", "1"), ("", "1")];
+    // ("47": its raise passes 48, a multiple of 8, so its TTL is checked.)
+    let cases = [("47", "48"), ("5.5", "6"), ("007", "8"), (" 3", "4"), ("1e2", "101"), ("abc", "1"), ("", "1")];
     for (stored, after) in cases {
         // Written by someone else, with a TTL or without one.
         for px in [Some(600_000), None] {
@@ -111,8 +113,9 @@ fn a_call_reads_every_counter_once_and_writes_a_key_used_again_once_more() {
     let call = ScriptCall::new("t", T0, &batch);
     let sha = f.plain_sha.clone();
     // New keys: SET each, then hot's five more uses in one INCRBY. Held:
-    // INCRBY each (and PTTL finds its TTL), then hot's five more.
-    for (round, counts) in [[1, 3, 1, 0], [1, 0, 4, 3]].into_iter().enumerate() {
+    // INCRBY each, then hot's five more; one PTTL, for hot's raise from 6
+    // to 12 past 8 (a's and b's, 1 to 2, pass no multiple of 8).
+    for (round, counts) in [[1, 3, 1, 0], [1, 0, 4, 1]].into_iter().enumerate() {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();
         let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
         assert!(got.iter().all(|d| d[0].allowed));
@@ -128,12 +131,13 @@ fn a_call_reads_every_counter_once_and_writes_a_key_used_again_once_more() {
 
 /// Every algorithm's key written by someone else without a TTL (a count,
 /// a bucket state, a log entry): after the script wrote it, it has one,
-/// no longer than the script gives its own keys.
+/// no longer than the script gives its own keys (a count's raise from 7 to
+/// 8 passes a multiple of 8: see the next test).
 #[test]
 fn a_key_someone_else_wrote_without_a_ttl_leaves_with_one() {
     let mut f = Fixture::new();
     for algorithm in [SlidingWindow, FixedWindow, TokenBucket, Gcra, SlidingLog] {
-        let s = spec(algorithm, 5, 60_000, 5);
+        let s = spec(algorithm, 10, 60_000, 10);
         let identity = format!("foreign-{}", algorithm.name());
         let key = ScriptCall::new("t", T0, &[DecisionCall { identity: &identity, limits: &[limit(s, Op::Use(1))] }])
             .keys[0]
@@ -142,7 +146,7 @@ fn a_key_someone_else_wrote_without_a_ttl_leaves_with_one() {
         let _: () = match algorithm {
             SlidingLog => redis::cmd("ZADD").arg(&key).arg(T0 - 1_000).arg("m").query(&mut f.conn).unwrap(),
             TokenBucket | Gcra => redis::cmd("SET").arg(&key).arg(format!("{T0}:0:0")).query(&mut f.conn).unwrap(),
-            _ => redis::cmd("SET").arg(&key).arg("2").query(&mut f.conn).unwrap(),
+            _ => redis::cmd("SET").arg(&key).arg("7").query(&mut f.conn).unwrap(),
         };
         let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut f.conn).unwrap();
         assert_eq!(ttl, -1, "{key}");
@@ -151,7 +155,54 @@ fn a_key_someone_else_wrote_without_a_ttl_leaves_with_one() {
         assert!(ttl > 0 && ttl <= max_ttl(&s), "{key}: PTTL {ttl}");
         if matches!(algorithm, SlidingWindow | FixedWindow) {
             let value: String = redis::cmd("GET").arg(&key).query(&mut f.conn).unwrap();
-            assert_eq!(value, "3", "{key}: raised in place");
+            assert_eq!(value, "8", "{key}: raised in place");
+        }
+    }
+}
+
+/// A count someone else wrote without a TTL is checked, and given the
+/// script's TTL, only when a raise carries it past a multiple of 8 (a
+/// call's first raise of it, or its raises together when the call raises
+/// it again at the end): within 8 units the script adds. A raise that
+/// passes none leaves the key as its writer did, and costs no PTTL.
+#[test]
+fn a_count_someone_else_wrote_without_a_ttl_gets_one_within_8_units() {
+    let mut f = Fixture::new();
+    // (uses per decision, decisions in the one call, what the key held
+    // before, whether the call gives it a TTL); one call per case.
+    let cases: [(u64, usize, u64, bool); 7] = [
+        (1, 1, 5, false), // 5 -> 6
+        (1, 1, 6, false), // 6 -> 7
+        (1, 1, 7, true),  // 7 -> 8
+        (1, 1, 8, false), // 8 -> 9: past 8 is only the raise that reaches it
+        (8, 1, 1, true),  // 1 -> 9: a use of 8 passes one whatever it starts from
+        (1, 3, 6, true),  // 6 -> 7 first, 7 -> 9 at the end: together past 8
+        (1, 2, 4, false), // 4 -> 5, 5 -> 6 at the end
+    ];
+    for algorithm in [SlidingWindow, FixedWindow] {
+        let s = spec(algorithm, 100, 60_000, 100);
+        for (n, (uses, decisions, held, ttl_given)) in cases.into_iter().enumerate() {
+            let identity = format!("foreign-{}-{n}", algorithm.name());
+            let limits = [limit(s, Op::Use(uses))];
+            let batch: Vec<DecisionCall> =
+                (0..decisions).map(|_| DecisionCall { identity: &identity, limits: &limits }).collect();
+            let call = ScriptCall::new("t", T0, &batch);
+            let key = &call.keys[0];
+            let _: () = redis::cmd("SET").arg(key).arg(held).query(&mut f.conn).unwrap();
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();
+            let sha = f.plain_sha.clone();
+            let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0)).unwrap();
+            assert!(got.iter().all(|d| d[0].allowed), "{key}");
+            let checked = command_stat(&mut f.conn, "pttl").calls;
+            let (value, ttl) = value_and_ttl(&mut f, key);
+            let after = held + uses * decisions as u64;
+            assert_eq!(value, Some(after.to_string()), "{key}");
+            assert_eq!(checked, u64::from(ttl_given), "{key}: PTTL calls, {held} -> {after}");
+            if ttl_given {
+                assert!(ttl > 0 && ttl <= max_ttl(&s), "{key}: PTTL {ttl}, {held} -> {after}");
+            } else {
+                assert_eq!(ttl, -1, "{key}: {held} -> {after}");
+            }
         }
     }
 }
