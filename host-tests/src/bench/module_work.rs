@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::envoy_variants::{Batching, Variant};
 use super::report::{table, Section};
+use crate::prng::Rng;
 use crate::redis_server::RedisServer;
 use crate::wasm_host::{Artifact, Host, Request};
 use crate::webdis::{with_credential, Webdis};
@@ -28,6 +29,25 @@ const WARM_UP: u64 = 500;
 /// Requests per simulated millisecond (the clock is the host's own).
 const PER_MS: u64 = 10;
 
+/// Identities of the skewed cases, and the Zipf exponent (the proxy
+/// sitting's skewed case).
+const ZIPF_IDENTITIES: usize = 10_000;
+const ZIPF_S: f64 = 1.1;
+/// The skewed cases run longer: leases live `max_age` (1 s, 10,000
+/// requests here), so warm-up and count each span two of them.
+const ZIPF_WARM_UP: u64 = 20_000;
+const ZIPF_COUNTED: u64 = 20_000;
+
+/// Whose requests a case sends.
+#[derive(Clone, Copy)]
+enum Clients {
+    /// `key-1` only.
+    One,
+    /// `key-<i>`, i drawn from Zipf(ZIPF_S) over ZIPF_IDENTITIES (seeded:
+    /// the same sequence every run).
+    Zipf,
+}
+
 /// One kind of request: a variant of the proxy sitting (its plugin
 /// configuration, so both measure the same rules).
 struct Case {
@@ -35,27 +55,84 @@ struct Case {
     variant: Variant,
     /// Workers (VMs) of the proxy; requests go to them in turn.
     workers: usize,
+    clients: Clients,
     /// What every counted request must be answered.
     status: u32,
 }
 
-const CASES: [Case; 5] = [
-    Case { name: "no rule matched", variant: Variant::NoRuleMatched, workers: 1, status: 200 },
+const CASES: [Case; 7] = [
+    Case { name: "no rule matched", variant: Variant::NoRuleMatched, workers: 1, clients: Clients::One, status: 200 },
     Case {
         name: "allowed, 1 identity, leases off (a store call each)",
         variant: Variant::Allowed(Batching::On),
         workers: 1,
+        clients: Clients::One,
         status: 200,
     },
-    Case { name: "allowed, 1 identity, leases on", variant: Variant::Leased, workers: 1, status: 200 },
+    Case {
+        name: "allowed, 1 identity, leases on",
+        variant: Variant::Leased,
+        workers: 1,
+        clients: Clients::One,
+        status: 200,
+    },
     Case {
         name: "allowed, 1 identity, leases on, 2 workers in turn",
         variant: Variant::Leased,
         workers: 2,
+        clients: Clients::One,
         status: 200,
     },
-    Case { name: "denied (deny-cache hit)", variant: Variant::DenyCacheHit, workers: 1, status: 429 },
+    Case {
+        name: "allowed, Zipf(1.1) over 10,000 identities, leases off",
+        variant: Variant::Allowed(Batching::On),
+        workers: 1,
+        clients: Clients::Zipf,
+        status: 200,
+    },
+    Case {
+        name: "allowed, Zipf(1.1) over 10,000 identities, leases on",
+        variant: Variant::Leased,
+        workers: 1,
+        clients: Clients::Zipf,
+        status: 200,
+    },
+    Case {
+        name: "denied (deny-cache hit)",
+        variant: Variant::DenyCacheHit,
+        workers: 1,
+        clients: Clients::One,
+        status: 429,
+    },
 ];
+
+/// Draws identities from Zipf(ZIPF_S) over 1..=ZIPF_IDENTITIES by
+/// inverting its cumulative distribution.
+struct Zipf {
+    cdf: Vec<f64>,
+    rng: Rng,
+}
+
+impl Zipf {
+    fn new() -> Zipf {
+        let weights: Vec<f64> = (1..=ZIPF_IDENTITIES).map(|i| 1.0 / (i as f64).powf(ZIPF_S)).collect();
+        let total: f64 = weights.iter().sum();
+        let cdf = weights
+            .iter()
+            .scan(0.0, |sum, w| {
+                *sum += w / total;
+                Some(*sum)
+            })
+            .collect();
+        Zipf { cdf, rng: Rng::new(42) }
+    }
+
+    /// The next identity, 1-based.
+    fn next(&mut self) -> usize {
+        let u = self.rng.uniform();
+        self.cdf.partition_point(|&c| c < u).min(ZIPF_IDENTITIES - 1) + 1
+    }
+}
 
 /// What one case counted, per request.
 struct Work {
@@ -69,7 +146,18 @@ fn count(case: &Case, webdis: &Webdis) -> Work {
     let mut host =
         Host::builder(Artifact::Webdis, &config).vms(case.workers).http_cluster(STORE_CLUSTER, webdis.port).start();
     assert!(host.configured(0), "{}: the configuration was refused", case.name);
-    let request = || Request::get("/api/x").header("x-api-key", "key-1");
+    let mut zipf = Zipf::new();
+    let mut request = || {
+        let key = match case.clients {
+            Clients::One => 1,
+            Clients::Zipf => zipf.next(),
+        };
+        Request::get("/api/x").header("x-api-key", &format!("key-{key}"))
+    };
+    let (warm_up, counted) = match case.clients {
+        Clients::One => (WARM_UP, COUNTED),
+        Clients::Zipf => (ZIPF_WARM_UP, ZIPF_COUNTED),
+    };
     let mut i = 0u64;
     let mut send = |host: &mut Host| {
         let r = host.send((i % case.workers as u64) as usize, request());
@@ -79,18 +167,18 @@ fn count(case: &Case, webdis: &Webdis) -> Work {
         }
         r.status
     };
-    for _ in 0..WARM_UP {
+    for _ in 0..warm_up {
         send(&mut host);
     }
     let names = host.hostcalls();
     let calls = |host: &Host| names.iter().map(|n| host.hostcall_count(n).calls).collect::<Vec<u64>>();
     let instructions = |host: &Host| (0..case.workers).map(|vm| host.instructions(vm)).sum::<u64>();
     let (calls_before, instructions_before) = (calls(&host), instructions(&host));
-    for _ in 0..COUNTED {
+    for _ in 0..counted {
         let status = send(&mut host);
         assert_eq!(status, case.status, "{}", case.name);
     }
-    let n = COUNTED as f64;
+    let n = counted as f64;
     let hostcalls = names
         .iter()
         .zip(calls(&host).iter().zip(&calls_before))
@@ -130,8 +218,10 @@ pub fn run() -> Section {
         "The module's own work per request in the wasmtime host of the wasm_host tests (`dist/ratelimit.wasm`, a real \
          Redis behind webdis, the host's clock moving 1 ms every {PER_MS} requests): wasm instructions (wasmtime's \
          fuel: about one per wasm instruction, in every callback of the request and in the memory the host asks the \
-         module for) and `proxy_*` hostcalls, per request, over {COUNTED} requests after {WARM_UP} of warm-up; \
-         the proxy sitting's plugin configurations; requests to the workers in turn. The same from run to run, where Envoy's CPU per \
+         module for) and `proxy_*` hostcalls, per request, over {COUNTED} requests after {WARM_UP} of warm-up \
+         ({ZIPF_COUNTED} after {ZIPF_WARM_UP} for the Zipf mixes, the same seeded sequence of identities in both); \
+         the proxy sitting's plugin configurations; requests to the workers in turn, one at a time (so a store call \
+         carries one decision: no batching here). The same from run to run, where Envoy's CPU per \
          request varies by ±20% on this machine: the measure to weigh a change of the request path by \
          (`BENCH_ONLY=module`, seconds). It is not Envoy's time: there a hostcall costs far more than an \
          instruction (V8 calls into C++; a read copies into memory the module allocates).\n\n{}",
