@@ -56,6 +56,8 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             let reset = name.and_then(|n| state.redis_links.remove(&n)).map(|link| link.generation);
             let (vm, now) = (state.index, state.clock.now_ms());
             if let Some(generation) = reset {
+                // Printed with a failing test's output: why calls on it saw status 1.
+                eprintln!("redis link {generation}: proxy_redis_init again: the link is closed");
                 lock(&state.world).calls.fail_connection(vm, generation, now);
             }
             let state = c.data_mut();
