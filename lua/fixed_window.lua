@@ -2,7 +2,8 @@
 -- the caller's clock, shifted by the limit's offset: the window works on
 -- now + offset). Created with SET ... PX <ms to the window's end>, so the
 -- TTL is exact and needs no PEXPIRE NX (Redis 7.0); raised by INCRBY,
--- which keeps it (a count held without one is given one: TTL_CHECK, driver).
+-- which keeps it (a count someone else wrote without one gets one: see
+-- TTL_CHECK in the driver).
 -- (A fragment of the driver's loop.)
 local key = keys[k]
 local held = num(got[k]) -- nil when absent
