@@ -346,8 +346,9 @@ end
 local reply = {}
 -- A decision's queued writes (wq): key, value, PX, and how: false for
 -- SET ... PX, true to raise a count held by INCRBY and check its TTL, 'r'
--- to raise it without (value: what the batch has added to it; PX: what to
--- give it if it has no TTL; see TTL_CHECK); for sl the clock
+-- to raise it without (value: what the batch has added to it; PX, as the
+-- text Redis is sent: what to give it if it has no TTL; see TTL_CHECK);
+-- for sl the clock
 -- t, the value and PX being its amount and window (see
 -- sliding_log_write.lua). nw: the slots used.
 local wq = { false, false, false, false }
@@ -361,9 +362,9 @@ local wq = { false, false, false, false }
 local val, again, wrote = {}, {}, {}
 -- A count held that INCRBY refused, not an integer as Redis reads one
 -- ('5.5', '007'): what Lua read it as, plus add, replaces it, with the
--- TTL this script gives its own (ttl: the PX, text or number).
-local function replace(key, add, ttl)
-  call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + add), 'PX', kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+-- TTL this script gives its own (px: its text).
+local function replace(key, add, px)
+  call('SET', key, fmt('%d', (num(call('GET', key)) or 0) + add), 'PX', px)
 end
 -- The usual decision: a client's one sliding_window limit used (the first
 -- shape of one limit, op u). Its spec is read once per call into these
@@ -450,10 +451,10 @@ for d = first, first + D - 1 do
             if num(try('INCRBY', key, v == 1 and '1' or fmt('%d', v))) == nil then
               replace(key, v, ttl)
             elseif how == true and call('PTTL', key) == -1 then
-              call('PEXPIRE', key, kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+              call('PEXPIRE', key, ttl)
             end
           else
-            call('SET', key, kind(v) == 'number' and fmt('%d', v) or v, 'PX', kind(ttl) == 'number' and fmt('%d', ttl) or ttl)
+            call('SET', key, kind(v) == 'number' and fmt('%d', v) or v, 'PX', ttl)
           end
         elseif how == 'z' then
           --@include concurrency_write.lua
@@ -472,13 +473,13 @@ end
 for key, px in pairs(again) do
   local v = val[key]
   if kind(v) ~= 'number' then
-    call('SET', key, v, 'PX', kind(px) == 'number' and fmt('%d', px) or px)
+    call('SET', key, v, 'PX', px)
   else
     local w = wrote[key]
     if v > w then
       local held = call('INCRBY', key, fmt('%d', v - w)) - v
       if held % TTL_CHECK + v >= TTL_CHECK and call('PTTL', key) == -1 then
-        call('PEXPIRE', key, kind(px) == 'number' and fmt('%d', px) or px)
+        call('PEXPIRE', key, px)
       end
     end
   end

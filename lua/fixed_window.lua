@@ -16,7 +16,7 @@ if offset ~= 0 then
   else
     elapsed = elapsed + offset
   end
-  ttl = window - elapsed
+  ttl = fmt('%d', window - elapsed) -- the PX of its writes, as text
 end
 reset = window - elapsed
 local raise = held ~= nil and (held % TTL_CHECK + amount >= TTL_CHECK or 'r') -- as sliding_window's

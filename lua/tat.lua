@@ -49,7 +49,7 @@ if op == 'g' then
   else
     q = q + xq
   end
-  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
   nw = nw + WRITE_SLOTS
   amount = 1 -- then reported as a check of one unit
 end
@@ -69,7 +69,7 @@ if amount <= burst and (q < sq or (q == sq and r <= sr)) then
     else
       q, r = q + xq, r + x
     end
-    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), q + (r > 0 and 1 or 0), false
+    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
     nw = nw + WRITE_SLOTS
   end
 else
