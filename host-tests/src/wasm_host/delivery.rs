@@ -85,11 +85,17 @@ fn redis_reply(vm: &mut Vm, world: &WorldRef, call: &Call, now: u64) -> Reply {
     match (&call.outcome, &call.answer) {
         (Outcome::Delivered(_), Answer::Ready { reply, .. }) => reply.clone(),
         (Outcome::Delivered(_), Answer::OnConnection { connection, .. }) => {
-            let now_on = links.get(&name).map(|l| l.generation);
-            if now_on != Some(*connection) {
-                eprintln!("redis link {connection}: call {} is due, but the link is gone (now: {now_on:?})", call.id);
-            }
-            let reply = links.get_mut(&name).filter(|l| l.generation == *connection).and_then(|l| l.reply(call.id));
+            let reply = match links.get_mut(&name) {
+                Some(link) if link.generation == *connection => link.reply(call.id),
+                other => {
+                    let now_on = other.map(|l| l.generation);
+                    eprintln!(
+                        "redis link {connection}: call {} is due, but the link is gone (now: {now_on:?})",
+                        call.id
+                    );
+                    None
+                }
+            };
             match reply {
                 Some(bytes) => Reply::Redis(bytes),
                 None => {

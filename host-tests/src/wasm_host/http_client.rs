@@ -38,7 +38,14 @@ fn local_reply(status: u32, body: &str) -> Reply {
 /// answers a PUT with a body under `Connection: close`), so the response is
 /// read by its framing and the connection dropped after it.
 pub fn send(port: u16, headers: &HeaderMap, body: &[u8]) -> Reply {
-    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return connect_failure() };
+    // Printed with a failing test's output: why the module saw a failed call.
+    let mut stream = match TcpStream::connect(("127.0.0.1", port)) {
+        Ok(stream) => stream,
+        Err(e) => {
+            eprintln!("http call to port {port}: connecting failed: {e}");
+            return connect_failure();
+        }
+    };
     stream.set_read_timeout(Some(IO_BOUND)).unwrap();
     stream.set_write_timeout(Some(IO_BOUND)).unwrap();
     let get = |name: &str| headers.first(name).unwrap_or_default();
@@ -52,7 +59,8 @@ pub fn send(port: u16, headers: &HeaderMap, body: &[u8]) -> Reply {
         }
     }
     head.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
-    if stream.write_all(&head).and_then(|()| stream.write_all(body)).is_err() {
+    if let Err(e) = stream.write_all(&head).and_then(|()| stream.write_all(body)) {
+        eprintln!("http call to port {port}: writing the request failed: {e}");
         return connect_failure();
     }
     let mut raw = Vec::new();
@@ -67,7 +75,12 @@ pub fn send(port: u16, headers: &HeaderMap, body: &[u8]) -> Reply {
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
                 panic!("the server at 127.0.0.1:{port} did not answer within {IO_BOUND:?}")
             }
-            Err(_) => return Reply::HttpReset,
+            // A signal is no reason to give up on the response (as the Redis link).
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                eprintln!("http call to port {port}: reading the response failed: {e}");
+                return Reply::HttpReset;
+            }
         }
     }
 }
