@@ -149,7 +149,7 @@ pub fn run() -> Section {
          hot key's raises do once in 8); a fresh server for each script. The same to within 1% from run to run (the clock in the call moves the numbers a little), where the timed ratio of the batches section varies by \
          ±15%: the measure to weigh a change of `lua/` by (`BENCH_ONLY=instructions BENCH_SCRIPT=<file>`). \
          Instructions are not time: the timed ratio of the same calls came out lower in every run so \
-         far (1.36–1.62× in the runs of 2026-12-03).\n\n{}",
+         far (2026-12-03: 1.35× timed against 1.39× counted, in the 14:05 sitting).\n\n{}",
         RAISES + 1,
         table(&["script", "instructions per decision", "× floor"], &rows),
     );
