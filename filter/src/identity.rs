@@ -16,7 +16,9 @@ use std::borrow::Cow;
 use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
 use crate::keys::MAX_IDENTITY;
-use crate::request::{members, one_line, one_member, OneValue, QueryValue, Request, RequestSource};
+use crate::request::{
+    members, one_credential, one_line, one_member, OneValue, QueryValue, Request, RequestSource, AUTHORIZATION,
+};
 
 /// A request's identity under a rule's key parts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,8 +53,11 @@ pub fn identity<'a, S: RequestSource + ?Sized>(
         let value: Result<Option<Cow<'_, [u8]>>, usize> = match part {
             KeyPart::ClientIp => Ok(Some(Cow::Owned(client_ip(req, xff_hops)))),
             KeyPart::Path => Ok(req.path().map(Cow::Borrowed)),
+            KeyPart::PathIgnoreCase => Ok(req.path().map(|p| Cow::Owned(p.to_ascii_lowercase()))),
             KeyPart::Method => Ok(req.method().map(Cow::Borrowed)),
             KeyPart::Authority => Ok(req.authority().map(Cow::Owned)),
+            // One token, one budget, however its scheme is spelled.
+            KeyPart::Header(name) if name == AUTHORIZATION => one_credential(req.headers().lines(name)).map_err(|()| i),
             KeyPart::Header(name) => one(one_member(req.headers().lines(name))),
             KeyPart::HeaderRaw(name) => one(one_line(req.headers().lines(name))),
             KeyPart::Query(name) => match req.query(name) {
@@ -161,8 +166,8 @@ mod tests {
         let parts = [KeyPart::Header("authorization".into())];
         let Identity::Key(digest) = identity(&parts, IdentityForm::Digest, &Request::new(&req), 0) else { panic!() };
         let clear = id(&parts, &req, 0).unwrap();
-        assert_eq!(clear, "Bearer~20sk-secret");
-        assert_eq!(digest, "~H05db8ec5635a133a6fa9c6c6fddfa115");
+        assert_eq!(clear, "bearer~20sk-secret", "the scheme in canonical case");
+        assert_eq!(digest, "~Hab3a5405d03b0103ca49d0e3920dcfc9");
         assert_eq!(digest, super::digest(&clear));
         assert!(!digest.contains("secret"));
         // Its local fingerprint digest is the clear one's, read from its digits.
@@ -284,6 +289,44 @@ mod tests {
         let b = FakeRequest::default().with(":authority", "A.").with(":method", "POST");
         assert_eq!(id(&k, &a, 0), id(&k, &b, 0));
         assert_eq!(id(&k, &a, 0).as_deref(), Some("a~~POST"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn path_spellings_of_one_resource_are_one_identity() {
+        let plain = [KeyPart::Path];
+        let any_case = [KeyPart::PathIgnoreCase];
+        let path = |p: &str| FakeRequest::new("GET", p);
+        assert_eq!(id(&plain, &path("/api;p=1/x?q=1"), 0).as_deref(), Some("~2Fapi~2Fx"));
+        assert_eq!(id(&plain, &path("/API/x"), 0).as_deref(), Some("~2FAPI~2Fx"), "case kept by default");
+        for p in ["/API/x", "/%41pi;v=2/X", "/api%3B/x"] {
+            assert_eq!(id(&any_case, &path(p), 0).as_deref(), Some("~2Fapi~2Fx"), "{p}");
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn every_spelling_of_an_authorization_scheme_is_one_client() {
+        let k = [KeyPart::Header("authorization".into())];
+        let req = |v: &str| FakeRequest::new("GET", "/").with("authorization", v);
+        for v in ["Bearer T", "bearer T", "BEARER T", "Bearer   T", "Bearer\tT"] {
+            assert_eq!(id(&k, &req(v), 0).as_deref(), Some("bearer~20T"), "{v:?}");
+        }
+        assert_eq!(id(&k, &req("Bearer t"), 0).as_deref(), Some("bearer~20t"), "the token's case is its own");
+        let two_lines =
+            FakeRequest::new("GET", "/").with("authorization", "Bearer T").with("authorization", "bearer T");
+        assert_eq!(id(&k, &two_lines, 0).as_deref(), Some("bearer~20T"));
+        let two_tokens =
+            FakeRequest::new("GET", "/").with("authorization", "Bearer T").with("authorization", "Bearer U");
+        assert_eq!(identity(&k, IdentityForm::Clear, &Request::new(&two_tokens), 0), Identity::Conflicting(0));
+        // Other headers, and the raw reading, keep what was sent.
+        let other = [KeyPart::Header("x-api-key".into())];
+        assert_eq!(
+            id(&other, &FakeRequest::new("GET", "/").with("x-api-key", "Bearer  T"), 0).as_deref(),
+            Some("Bearer~20~20T")
+        );
+        let raw = [KeyPart::HeaderRaw("authorization".into())];
+        assert_eq!(id(&raw, &req("Bearer  T"), 0).as_deref(), Some("Bearer~20~20T"));
     }
 
     #[test]

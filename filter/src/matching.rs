@@ -12,7 +12,12 @@ impl Matcher {
     /// True when every condition given holds (none given: every request).
     pub fn matches<S: RequestSource + ?Sized>(&self, req: &Request<'_, S>) -> bool {
         if let Some(prefix) = &self.path_prefix {
-            if !req.path().is_some_and(|p| p.starts_with(prefix.as_bytes())) {
+            let prefix = prefix.as_bytes();
+            let under = |p: &[u8]| match self.path_ignore_case {
+                false => p.starts_with(prefix),
+                true => p.get(..prefix.len()).is_some_and(|head| head.eq_ignore_ascii_case(prefix)),
+            };
+            if !req.path().is_some_and(under) {
                 return false;
             }
         }
@@ -36,6 +41,7 @@ mod tests {
     fn login() -> Matcher {
         Matcher {
             path_prefix: Some("/login".into()),
+            path_ignore_case: false,
             methods: vec!["POST".into()],
             headers: vec![("x-tier".into(), "free".into())],
         }
@@ -77,6 +83,28 @@ mod tests {
             FakeRequest::new("POST", "/login").with("x-tier", " free "),
         ] {
             assert!(m.matches(&Request::new(&yes)));
+        }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn segment_parameters_never_dodge_a_prefix_and_case_is_the_rules_choice() {
+        let api = |ignore_case| Matcher {
+            path_prefix: Some("/api/".into()),
+            path_ignore_case: ignore_case,
+            ..Matcher::default()
+        };
+        let matches = |m: &Matcher, path: &str| m.matches(&Request::new(&FakeRequest::new("GET", path)));
+        for path in ["/api/x", "/api;p=1/x", "/api;/x", "/api%3B/x", "/api%3b/x", "/%61pi/x"] {
+            assert!(matches(&api(false), path), "{path}");
+            assert!(matches(&api(true), path), "{path}");
+        }
+        for path in ["/API/x", "/Api/x", "/%41PI/x", "/aPi;v=1/x"] {
+            assert!(!matches(&api(false), path), "{path}: case counts by default");
+            assert!(matches(&api(true), path), "{path}");
+        }
+        for path in ["/apix", "/ap", "/", "/x/api/"] {
+            assert!(!matches(&api(true), path), "{path}");
         }
     }
 }

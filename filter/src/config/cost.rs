@@ -9,7 +9,8 @@
 //!   (LLM token usage): checked at request time, charged afterwards; a body
 //!   the filter cannot read is charged `max` (`"unreadable": "max"`, or
 //!   `"default"`), a body without usage or cut short an estimate from
-//!   what it delivered (`"bytes_per_unit"`).
+//!   what it delivered (`"bytes_per_unit"`), a stream that ended before
+//!   the response headers `default` (`"hang_up": "default"`) or `max`.
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -45,6 +46,17 @@ pub enum Unreadable {
     Default,
 }
 
+/// What a request is charged when its stream ends before the response
+/// headers came: the client hung up (Envoy then resets the upstream, which
+/// may have done, and billed, all its work by then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HangUp {
+    /// `default`: as a response that reported no usage.
+    Default,
+    /// `max`: hanging up never costs less than any answer could.
+    Max,
+}
+
 /// Body bytes counted as one unit when a JSON body reports no usage or is
 /// cut short, unless the rule says otherwise: about 4 bytes of English
 /// text make one token of OpenAI's tokenizers, and a body is never less
@@ -78,6 +90,8 @@ pub enum Cost {
         reserve: u64,
         /// What an unreadable body (or usage header) is charged.
         unreadable: Unreadable,
+        /// What a stream that ended before the response headers is charged.
+        hang_up: HangUp,
         /// JSON body bytes per unit of the estimate charged when no usage
         /// was read (see `worker::usage_watch`).
         bytes_per_unit: u64,
@@ -180,6 +194,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "default",
             "reserve",
             "unreadable",
+            "hang_up",
             "bytes_per_unit",
         ],
     )?;
@@ -199,7 +214,9 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
     if *source == "request_header" {
-        if let Some(field) = ["reserve", "unreadable", "bytes_per_unit"].into_iter().find(|f| o.value(f).is_some()) {
+        if let Some(field) =
+            ["reserve", "unreadable", "hang_up", "bytes_per_unit"].into_iter().find(|f| o.value(f).is_some())
+        {
             return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
         }
         let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
@@ -225,9 +242,14 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         Some("default") => Unreadable::Default,
         Some(_) => return Err(ConfigError::at(&o.path_of("unreadable"), "must be \"max\" or \"default\"")),
     };
+    let hang_up = match o.str("hang_up")? {
+        None | Some("default") => HangUp::Default,
+        Some("max") => HangUp::Max,
+        Some(_) => return Err(ConfigError::at(&o.path_of("hang_up"), "must be \"default\" or \"max\"")),
+    };
     if matches!(source, UsageSource::Header(_)) && o.value("bytes_per_unit").is_some() {
         return Err(ConfigError::at(&o.path_of("bytes_per_unit"), "applies to a response_body cost only"));
     }
     let bytes_per_unit = o.uint("bytes_per_unit", 1, 1_000_000)?.unwrap_or(BYTES_PER_UNIT);
-    Ok(Cost::Response { source, default, max, reserve, unreadable, bytes_per_unit })
+    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit })
 }

@@ -18,7 +18,7 @@ mod store_settings;
 
 use std::num::NonZeroU32;
 
-pub use cost::{Cost, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
+pub use cost::{Cost, HangUp, Unreadable, UsageSource, BYTES_PER_UNIT, MAX_COST};
 pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};

@@ -20,8 +20,11 @@ pub const MAX_LIMITS_PER_RULE: usize = 16;
 pub enum KeyPart {
     /// The client's address (see `client_ip.xff_trusted_hops`).
     ClientIp,
-    /// The request path without its query.
+    /// The request path without its query (see `Request::path`).
     Path,
+    /// The path in lower case: `path` in a rule whose match ignores the
+    /// path's case (`/API/x` and `/api/x` are one resource there).
+    PathIgnoreCase,
     /// The HTTP method.
     Method,
     /// The :authority (host).
@@ -43,7 +46,10 @@ impl KeyPart {
     /// API key, a token, a user name, a secret link): written to the store
     /// only as a digest unless the rule asks otherwise.
     pub fn may_be_secret(&self) -> bool {
-        matches!(self, KeyPart::Header(_) | KeyPart::HeaderRaw(_) | KeyPart::Query(_) | KeyPart::Path)
+        matches!(
+            self,
+            KeyPart::Header(_) | KeyPart::HeaderRaw(_) | KeyPart::Query(_) | KeyPart::Path | KeyPart::PathIgnoreCase
+        )
     }
 }
 
@@ -71,6 +77,9 @@ pub enum FailureMode {
 pub struct Matcher {
     /// The path must start with this.
     pub path_prefix: Option<String>,
+    /// `path_prefix` compared without regard to ASCII case (`/API/x` is
+    /// under `/api/`), for upstreams that serve paths case-insensitively.
+    pub path_ignore_case: bool,
     /// The method must be one of these (none = any).
     pub methods: Vec<String>,
     /// Each header (lower-case name) must have exactly this value.
@@ -166,6 +175,11 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         .iter()
         .enumerate()
         .map(|(i, p)| parse_key_part(p, &format!("{path}.key[{i}]")))
+        // One resource, one identity: the path as the match reads it.
+        .map(|p| match p {
+            Ok(KeyPart::Path) if matcher.path_ignore_case => Ok(KeyPart::PathIgnoreCase),
+            other => other,
+        })
         .collect::<Result<_>>()?;
     let identity = match o.str("identity")? {
         None if key.iter().any(KeyPart::may_be_secret) => IdentityForm::Digest,
@@ -309,13 +323,21 @@ fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) ->
 }
 
 fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
-    let o = Obj::new(v, path, &["path_prefix", "methods", "headers"])?;
+    let o = Obj::new(v, path, &["path_prefix", "path_ignore_case", "methods", "headers"])?;
     let path_prefix = o.str("path_prefix")?.map(str::to_string);
     if let Some(p) = &path_prefix {
         if !p.starts_with('/') {
             return Err(ConfigError::at(&o.path_of("path_prefix"), "must start with /"));
         }
+        // Paths are compared with their segments' parameters dropped.
+        if p.contains(';') || p.to_ascii_uppercase().contains("%3B") {
+            return Err(ConfigError::at(
+                &o.path_of("path_prefix"),
+                "holds ';', which never matches: paths are compared without their segments' ;parameters",
+            ));
+        }
     }
+    let path_ignore_case = o.bool("path_ignore_case")?.unwrap_or(false);
     let mut methods = Vec::new();
     for (i, m) in o.array("methods")?.into_iter().flatten().enumerate() {
         let mpath = format!("{path}.methods[{i}]");
@@ -336,7 +358,7 @@ fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
             headers.push((lower, value.to_string()));
         }
     }
-    Ok(Matcher { path_prefix, methods, headers })
+    Ok(Matcher { path_prefix, path_ignore_case, methods, headers })
 }
 
 /// A header name in lower case, or `None` if it is not an HTTP token

@@ -160,6 +160,11 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":[],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key: must name at least one part"),
         (r#"{"name":"api","key":["header:bad name"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: names an invalid header"),
         (r#"{"name":"api","match":{"path_prefix":"api"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: must start with /"),
+        (r#"{"name":"api","match":{"path_prefix":"/api;v=1/"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: holds ';', which never matches: paths are compared without their segments' ;parameters"),
+        (r#"{"name":"api","match":{"path_prefix":"/api%3b/"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: holds ';', which never matches: paths are compared without their segments' ;parameters"),
+        (r#"{"name":"api","match":{"path_ignore_case":1},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_ignore_case: must be true or false"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"hang_up":"min"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.hang_up: must be \"default\" or \"max\""),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-c","hang_up":"max"},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.hang_up: applies to a cost known after the response only"),
         (r#"{"name":"api","match":{"methods":["post"]},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.methods[0]: must be an HTTP method in upper case, like \"POST\""),
         (r#"{"name":"api","match":{"headers":{"x-a":1}},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.headers.x-a: must be a string"),
         (r#"{"name":"api","key":["path"],"cost":6,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: 6 can never be admitted by limits[0], which holds at most 5"),
@@ -252,7 +257,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
     let json = r#"{"store":{"cluster":"s","redis_cluster":true,"batch":{"max_in_flight":8,"max_decisions":16}},
       "response_headers":"both","retry_after_jitter":0.25,"rules":[
       {"name":"llm","key":["header:x-api-key"],
-       "cost":{"response_body":["usage.input_tokens","usage.output_tokens"],"default":500,"max":100000,"reserve":10},
+       "cost":{"response_body":["usage.input_tokens","usage.output_tokens"],"default":500,"max":100000,"reserve":10,"hang_up":"max"},
        "limits":[{"limit":60,"window":"1m","counts":"requests"},{"algorithm":"token_bucket","limit":100000,"window":"1h"}]},
       {"name":"internal","key":["header_raw:user-agent"],"cost":{"request_header":"x-cost","max":5},"response_headers":false,
        "limits":[{"algorithm":"fixed_window","limit":100,"window":"1d","staggered":true}]},
@@ -276,6 +281,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
             max: 100_000,
             reserve: 10,
             unreadable: Unreadable::Max,
+            hang_up: HangUp::Max,
             bytes_per_unit: BYTES_PER_UNIT,
         }
     );
@@ -329,6 +335,20 @@ fn identities_a_client_can_choose_are_digested_unless_the_rule_asks_for_clear_te
     // a and e share key parts but not the form: two decisions, two identities.
     let groups: Vec<Vec<usize>> = c.groups.iter().map(|g| g.rules.clone()).collect();
     assert_eq!(groups, [vec![0], vec![1], vec![2], vec![3], vec![4], vec![5]]);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_rule_that_ignores_the_paths_case_keys_the_path_in_lower_case() {
+    let rules = r#"[
+      {"name":"a","match":{"path_prefix":"/api/","path_ignore_case":true},"key":["client_ip","path"],"limits":[{"limit":5,"window":"1s"}]},
+      {"name":"b","match":{"path_prefix":"/api/"},"key":["client_ip","path"],"limits":[{"limit":5,"window":"1s"}]}]"#;
+    let c = Config::parse(format!(r#"{{"store":{{"cluster":"s"}},"rules":{rules}}}"#).as_bytes()).unwrap();
+    assert!(c.rules[0].matcher.path_ignore_case);
+    assert!(!c.rules[1].matcher.path_ignore_case, "case counts by default");
+    assert_eq!(c.rules[0].key, [KeyPart::ClientIp, KeyPart::PathIgnoreCase]);
+    assert_eq!(c.rules[1].key, [KeyPart::ClientIp, KeyPart::Path]);
+    assert_eq!(c.groups.len(), 2, "two readings of the path, two identities");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! what the store said remains: remaining ÷ (2 × fleet_size), so that near
 //! the limit leases shrink to nothing and every request is decided by the
 //! store again, and no proxy can take more than half of what is left from
-//! the others.
+//! the others; what the store said caps only while it can still hold.
 
 use super::heat::HOT_AFTER;
 use super::record::LeaseRecord;
@@ -60,11 +60,30 @@ pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_
     if paced == 0 {
         return 0;
     }
-    let share = previous.map_or(u64::MAX, |p| {
-        let left = p.limits.iter().map(|l| l.remaining_at_grant / l.per_request.max(1)).min().unwrap_or(0);
-        left / params.fleet_size.max(1).saturating_mul(2)
-    });
+    let share = previous.map_or(u64::MAX, |p| share(params, p, now_ms));
     paced.min(params.max_units).min(share)
+}
+
+/// The share of what `previous` said remains, in requests: remaining ÷
+/// (2 × fleet_size) of its tightest limit. What it said is only the store's
+/// view while it can still hold: a limit whose reset has passed (a new
+/// window, a refilled bucket) caps nothing, and nothing caps once the
+/// record is older than `max_age`. Otherwise a refused ask (0 remaining,
+/// the client over its limit) would size every later ask at 0, in every
+/// later window: no lease ever again. Asking too much costs nothing: the
+/// store refuses all or nothing, and the refusal is the fresh view.
+fn share(params: &LeaseParams, previous: &LeaseRecord, now_ms: u64) -> u64 {
+    if now_ms >= previous.granted_at_ms.saturating_add(params.max_age_ms) {
+        return u64::MAX;
+    }
+    let left = previous
+        .limits
+        .iter()
+        .filter(|l| now_ms < l.reset_at_ms)
+        .map(|l| l.remaining_at_grant / l.per_request.max(1))
+        .min()
+        .unwrap_or(u64::MAX);
+    left / params.fleet_size.max(1).saturating_mul(2)
 }
 
 /// Until when a lease granted at `now_ms` holds (exclusive): `max_age`
@@ -92,6 +111,10 @@ mod tests {
     const PARAMS: LeaseParams = LeaseParams { max_units: 100, max_age_ms: 1_000, fleet_size: 3 };
 
     fn previous(granted: u64, granted_at_ms: u64, remaining: &[(u64, u64)]) -> LeaseRecord {
+        previous_until(granted, granted_at_ms, remaining, NOW + 60_000)
+    }
+
+    fn previous_until(granted: u64, granted_at_ms: u64, remaining: &[(u64, u64)], reset_at_ms: u64) -> LeaseRecord {
         LeaseRecord {
             fingerprint: 1,
             expires_at_ms: 0,
@@ -100,7 +123,7 @@ mod tests {
             granted_at_ms,
             limits: remaining
                 .iter()
-                .map(|&(r, per)| LeasedLimit { remaining_at_grant: r, reset_at_ms: 0, per_request: per })
+                .map(|&(r, per)| LeasedLimit { remaining_at_grant: r, reset_at_ms, per_request: per })
                 .collect(),
         }
     }
@@ -134,6 +157,24 @@ mod tests {
         assert_eq!(fast(&[(300, 1), (1_000, 10)]), 16, "100 requests left of the second limit");
         assert_eq!(fast(&[(5, 1)]), 0);
         assert_eq!(fast(&[(0, 1)]), 0);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_refusal_caps_asks_only_until_its_limits_reset_or_it_is_max_age_old() {
+        // A refused ask 100 ms ago: 0 remaining until the window ends.
+        let refused = |reset_at_ms| previous_until(0, NOW - 100, &[(0, 1)], reset_at_ms);
+        assert_eq!(ask(&PARAMS, Some(&refused(NOW + 500)), 50, NOW), 0, "the same window: nothing left");
+        assert_eq!(ask(&PARAMS, Some(&refused(NOW)), 50, NOW), 50, "the window after it");
+        // Its limits' resets far ahead, but the refusal is max_age old.
+        let old = previous_until(0, NOW - 1_000, &[(0, 1)], NOW + 60_000);
+        assert_eq!(ask(&PARAMS, Some(&old), 50, NOW), 50);
+        let young = previous_until(0, NOW - 999, &[(0, 1)], NOW + 60_000);
+        assert_eq!(ask(&PARAMS, Some(&young), 50, NOW), 0);
+        // Of two limits, only the one still in its window caps.
+        let mut two = previous_until(0, NOW - 100, &[(0, 1), (300, 1)], NOW + 500);
+        two.limits[0].reset_at_ms = NOW;
+        assert_eq!(ask(&PARAMS, Some(&two), 80, NOW), 50);
     }
 
     #[test]

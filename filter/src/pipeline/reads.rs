@@ -41,7 +41,7 @@ pub(super) fn part_name(part: &KeyPart) -> String {
         KeyPart::HeaderRaw(n) => format!("header_raw:{n}"),
         KeyPart::Query(n) => format!("query:{n}"),
         KeyPart::ClientIp => "client_ip".into(),
-        KeyPart::Path => "path".into(),
+        KeyPart::Path | KeyPart::PathIgnoreCase => "path".into(),
         KeyPart::Method => "method".into(),
         KeyPart::Authority => "authority".into(),
         KeyPart::Literal(t) => format!("literal:{t}"),

@@ -52,7 +52,7 @@ impl Worker {
         host.count(charge.rule, Event::Charged);
         match &reported {
             Reported::Found(_) => {}
-            Reported::Missing(_) => host.count(charge.rule, Event::UsageMissing),
+            Reported::Missing(_) | Reported::NoResponse => host.count(charge.rule, Event::UsageMissing),
             Reported::Unreadable(why) => {
                 host.count(charge.rule, Event::UsageUnreadable);
                 let reason = format!("rule {}: {why}", rule.name);

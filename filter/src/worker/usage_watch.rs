@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::config::{Config, Cost, Unreadable, UsageSource};
+use crate::config::{Config, Cost, HangUp, Unreadable, UsageSource};
 use crate::pipeline::Charge;
 use crate::usage::{BodyFormat, DecodedReader, Encoding, Usage, UsageReader};
 
@@ -100,6 +100,8 @@ pub enum Reported {
     Missing(Delivered),
     /// The body or header could not be read; why (bounded, printable).
     Unreadable(String),
+    /// The stream ended before the response headers (the client hung up).
+    NoResponse,
 }
 
 impl UsageWatch {
@@ -186,9 +188,11 @@ impl UsageWatch {
 
     /// The stream ended before the body did (reset by either side, or no
     /// response at all): usage already read whole is charged as is;
-    /// otherwise the estimate from what was delivered.
+    /// otherwise the estimate from what was delivered. A watch without a
+    /// tap still waits for the response headers (once they come it either
+    /// charges or taps the body): no response at all.
     pub fn on_end(&mut self) -> Reported {
-        let Some(tap) = self.tap.take() else { return Reported::Missing(Delivered::default()) };
+        let Some(tap) = self.tap.take() else { return Reported::NoResponse };
         if let Some(usage) = tap.reader.answer() {
             return tap.reported(usage);
         }
@@ -256,9 +260,10 @@ fn parse_header(value: Option<Vec<u8>>) -> Reported {
 /// most `max`); without one, the estimate of what was delivered (an event
 /// stream: one unit per event; a JSON body: its bytes ÷ `bytes_per_unit`;
 /// at least what usage was read, at least `default`, at most `max`); an
-/// unreadable body: `max` (or `default`, if the rule says so).
+/// unreadable body: `max` (or `default`, if the rule says so); no response
+/// headers at all: `default` (or `max`, if the rule's `hang_up` says so).
 pub fn amount(cost: &Cost, reported: &Reported) -> u64 {
-    let Cost::Response { default, max, unreadable, bytes_per_unit, .. } = cost else { return 0 };
+    let Cost::Response { default, max, unreadable, hang_up, bytes_per_unit, .. } = cost else { return 0 };
     match reported {
         Reported::Found(n) => (*n).min(*max),
         Reported::Missing(d) => {
@@ -268,6 +273,10 @@ pub fn amount(cost: &Cost, reported: &Reported) -> u64 {
         Reported::Unreadable(_) => match unreadable {
             Unreadable::Max => *max,
             Unreadable::Default => *default,
+        },
+        Reported::NoResponse => match hang_up {
+            HangUp::Max => *max,
+            HangUp::Default => *default,
         },
     }
 }
@@ -279,6 +288,10 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn cost(unreadable: Unreadable) -> Cost {
+        cost_of(unreadable, HangUp::Default)
+    }
+
+    fn cost_of(unreadable: Unreadable, hang_up: HangUp) -> Cost {
         let f = UsageFields::parse(&["usage.total_tokens"]).unwrap();
         Cost::Response {
             source: UsageSource::Body { json: Some(f.clone()), event_stream: Some(f) },
@@ -286,6 +299,7 @@ mod tests {
             max: 10_000,
             reserve: 1,
             unreadable,
+            hang_up,
             bytes_per_unit: 4,
         }
     }
@@ -316,6 +330,8 @@ mod tests {
             assert_eq!(amount(&c, &reported), want, "{reported:?}");
         }
         assert_eq!(amount(&cost(Unreadable::Default), &Reported::Unreadable("x".into())), 100);
+        assert_eq!(amount(&c, &Reported::NoResponse), 100, "hung up before the headers: default");
+        assert_eq!(amount(&cost_of(Unreadable::Default, HangUp::Max), &Reported::NoResponse), 10_000);
         assert_eq!(amount(&Cost::Fixed(3), &Reported::Found(5)), 0, "a fixed cost is never charged after");
     }
 

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod algorithms;
+mod authorization;
 mod bad_config;
 mod burst;
 mod client_address;
@@ -15,6 +16,7 @@ mod eviction;
 mod failure;
 mod hostile;
 mod identities;
+mod lease_after_denial;
 mod llm_concurrency;
 mod operators;
 mod paths;
