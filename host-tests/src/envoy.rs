@@ -191,6 +191,19 @@ impl Envoy {
         concurrency: u32,
         args: &[&str],
     ) -> Result<Envoy, EnvoyFailed> {
+        Envoy::start_with_env(config, port, admin, concurrency, args, &[])
+    }
+
+    /// The same with these environment variables set for Envoy (which
+    /// hands a VM those its `vm_config.environment_variables` names).
+    pub fn start_with_env(
+        config: &str,
+        port: u16,
+        admin: u16,
+        concurrency: u32,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Envoy, EnvoyFailed> {
         let dir = TempDir::new("envoy");
         let path = dir.path().join("envoy.yaml");
         std::fs::write(&path, config).unwrap();
@@ -201,7 +214,8 @@ impl Envoy {
             .args(["--concurrency", &concurrency.to_string(), "--disable-hot-restart"])
             .args(["--base-id", &base_id.to_string(), "--file-flush-interval-msec", "200"])
             .args(["--log-level", "info"])
-            .args(args);
+            .args(args)
+            .envs(env.iter().copied());
         let log = dir.path().join("envoy.log");
         let mut process = Guard::spawn("envoy", cmd, &log);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -9,7 +9,12 @@ use crate::store::Transport;
 
 /// Parses the configuration, then lets its transport check it.
 pub fn load(bytes: &[u8]) -> Result<Config, ConfigError> {
-    let config = Config::parse(bytes)?;
+    load_with_env(bytes, &super::credential::vm_env)
+}
+
+/// `load` with the environment read through `env`.
+pub fn load_with_env(bytes: &[u8], env: &super::credential::Env<'_>) -> Result<Config, ConfigError> {
+    let config = Config::parse_with_env(bytes, env)?;
     match config.store.transport {
         Transport::Webdis => check_body_bound(&config)?,
         Transport::Redis => {}

@@ -23,7 +23,7 @@ pub use duration::parse_ms;
 pub use error::ConfigError;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
-pub use load::load;
+pub use load::{load, load_with_env};
 pub use response_headers::HeaderStyle;
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
 pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};
@@ -89,8 +89,14 @@ const TOP_FIELDS: &[&str] =
 
 impl Config {
     /// Parses and validates the plugin configuration (what the store's
-    /// transport must check on top, `load` checks).
+    /// transport must check on top, `load` checks), reading the VM's
+    /// environment for `store.password_env`.
     pub fn parse(bytes: &[u8]) -> std::result::Result<Config, ConfigError> {
+        Config::parse_with_env(bytes, &credential::vm_env)
+    }
+
+    /// `parse` with the environment read through `env`.
+    pub fn parse_with_env(bytes: &[u8], env: &credential::Env<'_>) -> std::result::Result<Config, ConfigError> {
         let doc = crate::json::parse(bytes).map_err(|e| ConfigError::at(&e.path, e.reason))?;
         let o = Obj::new(&doc, "", TOP_FIELDS)?;
         let domain = o.str("domain")?.unwrap_or("rl");
@@ -98,7 +104,7 @@ impl Config {
             return Err(ConfigError::at("domain", "must be 1 to 32 characters of a-z, 0-9, _, - and ."));
         }
         let store =
-            store_settings::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?)?;
+            store_settings::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?, env)?;
         let xff_trusted_hops = match o.value("client_ip") {
             None => 0,
             Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),

@@ -3,7 +3,7 @@
 
 use std::num::NonZeroU32;
 
-use super::credential::parse_credential;
+use super::credential::{parse_credential, Env};
 use super::duration::{parse_ms, DURATION_HELP};
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -75,6 +75,7 @@ const STORE_FIELDS: &[&str] = &[
     "stats_interval",
     "username",
     "password",
+    "password_env",
     "redis_cluster",
     "batch",
 ];
@@ -94,7 +95,7 @@ fn non_zero(n: u64) -> NonZeroU32 {
 }
 
 /// Parses `store`.
-pub fn parse_store(v: &Value) -> Result<StoreSettings> {
+pub fn parse_store(v: &Value, env: &Env<'_>) -> Result<StoreSettings> {
     let o = Obj::new(v, "store", STORE_FIELDS)?;
     let transport = match o.str("transport")? {
         None | Some("webdis") => Transport::Webdis,
@@ -126,7 +127,7 @@ pub fn parse_store(v: &Value) -> Result<StoreSettings> {
     };
     let stats_interval =
         duration(&o, "stats_interval", 10_000, 100, "must be a duration of at least \"100ms\", like \"10s\"")?;
-    let credential = parse_credential(&o, transport)?;
+    let credential = parse_credential(&o, transport, env)?;
     let batching = match o.value("batch") {
         None => Batching { max_in_flight: DEFAULT_IN_FLIGHT, max_decisions: DEFAULT_DECISIONS },
         Some(b) => {

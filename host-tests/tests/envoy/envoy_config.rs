@@ -43,3 +43,19 @@ fn every_shipped_connection_manager_normalizes_paths_before_the_filter() {
         assert_eq!(hcm["path_with_escaped_slashes_action"].as_str(), Some("REJECT_REQUEST"), "{file}");
     }
 }
+
+#[test]
+fn every_shipped_admin_listens_on_loopback_only_and_compose_publishes_none() {
+    // The admin's /config_dump shows the plugin configuration, a store
+    // password included, to whoever reaches it.
+    for file in ["envoy.yaml", "envoy-remote.yaml", "llm-gateway.yaml", "redis-cluster-proxy.yaml"] {
+        let v: serde_norway::Value = serde_norway::from_str(&host_tests::envoy::config_text(file)).unwrap();
+        let address = v["admin"]["address"]["socket_address"]["address"].as_str();
+        assert_eq!(address, Some("127.0.0.1"), "{file}");
+    }
+    let compose: serde_norway::Value =
+        serde_norway::from_str(&host_tests::envoy::config_text("docker-compose.yaml")).unwrap();
+    let ports: Vec<&str> =
+        compose["services"]["envoy"]["ports"].as_sequence().unwrap().iter().filter_map(|p| p.as_str()).collect();
+    assert_eq!(ports, ["10000:10000"], "only the API is published");
+}

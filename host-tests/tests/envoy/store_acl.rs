@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use host_tests::backend::Backend;
 use host_tests::bench::redis_info::command_stat;
-use host_tests::envoy::{config_text, start_from_template};
+use host_tests::envoy::{config_text, render, start_from_template, Envoy, EnvoyTemplate};
 use host_tests::http::{agent, send};
+use host_tests::paths::dist;
+use host_tests::process::free_port;
 use host_tests::redis_server::RedisServer;
 use host_tests::stack::Stack;
 use host_tests::store_acl::{allowed_commands, readme_rules, script_commands, set_user};
@@ -172,6 +174,45 @@ fn a_wrong_credential_is_a_store_error_whose_log_names_the_acl_and_not_the_passw
     for secret in [password, sent.trim_start_matches("Basic ")] {
         assert!(!log.contains(secret), "{secret} in the log:\n{log}");
     }
+}
+
+#[test]
+fn a_password_from_the_vms_environment_decides_and_never_shows_on_the_admin_port() {
+    const VAR: &str = "RATELIMIT_STORE_PASSWORD";
+    let (user, password) = credential();
+    let store = r#""transport":"webdis","cluster":"ratelimit_store""#;
+    let config = config(2).replacen(store, &format!(r#"{store},"username":"{user}","password_env":"{VAR}""#), 1);
+    let redis = RedisServer::start();
+    let webdis = Webdis::start(redis.port);
+    let backend = Backend::start();
+    let (listener, admin) = (free_port(), free_port());
+    let rendered = render(&EnvoyTemplate {
+        listener,
+        admin,
+        backend: backend.port,
+        webdis: webdis.port,
+        module: dist("ratelimit.wasm").display().to_string(),
+        plugin_config: Some(config),
+    });
+    let runtime = "                  runtime: envoy.wasm.runtime.v8\n";
+    assert_eq!(rendered.matches(runtime).count(), 1);
+    let keys = format!("{runtime}                  environment_variables: {{ host_env_keys: [\"{VAR}\"] }}\n");
+    let rendered = rendered.replacen(runtime, &keys, 1);
+    // Unset: refused at load, with the line naming the field.
+    let refused = Envoy::start(&rendered, listener, admin, 1).err().expect("started without the password");
+    let line = format!("store.password_env: {VAR} is not set (or empty) in the plugin's environment");
+    assert!(refused.log.contains(&line), "{}", refused.log);
+    // Set in Envoy's environment: every call passes webdis's ACL.
+    let envoy = Envoy::start_with_env(&rendered, listener, admin, 1, &[], &[(VAR, password.as_str())])
+        .unwrap_or_else(|e| panic!("{}", e.log));
+    let agent = agent(Duration::from_secs(10));
+    let url = format!("http://127.0.0.1:{listener}/api/x");
+    let statuses: Vec<u16> = (0..3).map(|_| send(&agent, "GET", &url, &[("x-client", "a")]).status).collect();
+    assert_eq!(statuses, [200, 200, 429], "decided by the store, fail closed");
+    let dump = envoy.admin("/config_dump");
+    assert!(dump.contains(VAR), "the dump shows the variable's name");
+    assert!(!dump.contains(&password), "the password is on the admin port");
+    assert!(!envoy.log().contains(&password), "the password is in the log");
 }
 
 /// The five algorithms, fail closed, keyed by a header: every command of

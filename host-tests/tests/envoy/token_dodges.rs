@@ -1,7 +1,8 @@
 //! Token budgets no client can dodge, on `envoy-config/llm-gateway.yaml` as
 //! shipped (60 requests a minute and 100,000 tokens an hour per bearer
 //! token; default 1,000, max 200,000): not by asking for compression, not
-//! by hanging up, and no credential reaches the store.
+//! by hanging up (before the answer: `max`, as the shipped rule's
+//! `hang_up` says), and no credential reaches the store.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -104,6 +105,25 @@ fn a_client_hanging_up_once_it_read_the_usage_pays_that_usage() {
     conn.shutdown(std::net::Shutdown::Both).unwrap();
     drop(reader);
     wait_charged(&gw, 777);
+}
+
+#[test]
+fn a_client_hanging_up_before_the_response_headers_pays_max() {
+    // The shipped rule's `"hang_up": "max"`: the upstream took the request
+    // and works on it (and bills it); the client leaves before any answer.
+    let gw = LlmGateway::start(&[TEST_TIMEOUT]);
+    let mut conn = TcpStream::connect(("127.0.0.1", gw.envoy.port)).unwrap();
+    let request = "POST /v1/chat/completions HTTP/1.1\r\nhost: llm\r\nauthorization: Bearer sk-leaves-early\r\nx-usage: 5\r\nx-delay-ms: 10000\r\ncontent-length: 0\r\n\r\n";
+    conn.write_all(request.as_bytes()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while gw.upstream.served.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        assert!(Instant::now() < deadline, "the request never reached the upstream");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    conn.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(conn);
+    wait_charged(&gw, 200_000);
+    assert_eq!(gw.stat("usage_missing"), 1);
 }
 
 #[test]
