@@ -17,7 +17,8 @@ use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
 use crate::keys::MAX_IDENTITY;
 use crate::request::{
-    members, one_credential, one_line, one_member, OneValue, QueryValue, Request, RequestSource, AUTHORIZATION,
+    members, one_credential, one_line, one_member, OneCredential, OneValue, QueryValue, Request, RequestSource,
+    AUTHORIZATION,
 };
 
 /// A request's identity under a rule's key parts.
@@ -57,7 +58,11 @@ pub fn identity<'a, S: RequestSource + ?Sized>(
             KeyPart::Method => Ok(req.method().map(Cow::Borrowed)),
             KeyPart::Authority => Ok(req.authority().map(Cow::Owned)),
             // One token, one budget, however its scheme is spelled.
-            KeyPart::Header(name) if name == AUTHORIZATION => one_credential(req.headers().lines(name)).map_err(|()| i),
+            KeyPart::Header(name) if name == AUTHORIZATION => match one_credential(req.headers().lines(name)) {
+                OneCredential::One(v) => Ok(Some(v)),
+                OneCredential::Absent => Ok(None),
+                OneCredential::Conflicting => Err(i),
+            },
             KeyPart::Header(name) => one(one_member(req.headers().lines(name))),
             KeyPart::HeaderRaw(name) => one(one_line(req.headers().lines(name))),
             KeyPart::Query(name) => match req.query(name) {

@@ -36,11 +36,22 @@ pub fn canonical_credentials(value: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// What the Authorization field lines say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OneCredential<'a> {
+    /// Not sent.
+    Absent,
+    /// This credential, canonical (possibly empty).
+    One(Cow<'a, [u8]>),
+    /// Two different credentials.
+    Conflicting,
+}
+
 /// The one credential of the Authorization field lines, canonical: read as
 /// a list like any `header:` part (the same credential repeated is one;
 /// two different ones conflict), members compared in canonical form so
 /// that two spellings of one token never conflict nor differ.
-pub fn one_credential<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Result<Option<Cow<'a, [u8]>>, ()> {
+pub fn one_credential<'a>(lines: impl Iterator<Item = &'a [u8]>) -> OneCredential<'a> {
     let mut seen: Option<Cow<'a, [u8]>> = None;
     let mut any = false;
     for line in lines {
@@ -50,15 +61,15 @@ pub fn one_credential<'a>(lines: impl Iterator<Item = &'a [u8]>) -> Result<Optio
             match &seen {
                 None => seen = Some(m),
                 Some(s) if *s == m => {}
-                Some(_) => return Err(()),
+                Some(_) => return OneCredential::Conflicting,
             }
         }
     }
-    Ok(match (any, seen) {
-        (false, _) => None,
-        (true, None) => Some(Cow::Borrowed(&[][..])),
-        (true, Some(m)) => Some(m),
-    })
+    match (any, seen) {
+        (false, _) => OneCredential::Absent,
+        (true, None) => OneCredential::One(Cow::Borrowed(&[][..])),
+        (true, Some(m)) => OneCredential::One(m),
+    }
 }
 
 #[cfg(test)]
@@ -117,13 +128,14 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn two_lines_are_one_credential_when_they_spell_one_token() {
-        fn one(lines: &[&'static [u8]]) -> Result<Option<Cow<'static, [u8]>>, ()> {
+        fn one(lines: &[&'static [u8]]) -> OneCredential<'static> {
             one_credential(lines.iter().copied())
         }
-        assert_eq!(one(&[]), Ok(None));
-        assert_eq!(one(&[b"Bearer T", b"bearer   T"]), Ok(Some(Cow::Borrowed(&b"bearer T"[..]))));
-        assert_eq!(one(&[b"Bearer T, BEARER T"]).map(|v| v.map(Cow::into_owned)), Ok(Some(b"bearer T".to_vec())));
-        assert_eq!(one(&[b"Bearer T", b"Bearer U"]), Err(()));
-        assert_eq!(one(&[b""]), Ok(Some(Cow::Borrowed(&b""[..]))));
+        let canonical = OneCredential::One(Cow::Borrowed(&b"bearer T"[..]));
+        assert_eq!(one(&[]), OneCredential::Absent);
+        assert_eq!(one(&[b"Bearer T", b"bearer   T"]), canonical);
+        assert_eq!(one(&[b"Bearer T, BEARER T"]), canonical);
+        assert_eq!(one(&[b"Bearer T", b"Bearer U"]), OneCredential::Conflicting);
+        assert_eq!(one(&[b""]), OneCredential::One(Cow::Borrowed(&b""[..])));
     }
 }

@@ -10,7 +10,7 @@ mod path;
 use std::cell::OnceCell;
 
 pub use authority::canonical_authority;
-pub use credentials::{canonical_credentials, one_credential, AUTHORIZATION};
+pub use credentials::{canonical_credentials, one_credential, OneCredential, AUTHORIZATION};
 pub use header_list::{members, one_line, one_member, trim_ows, HeaderList, OneValue};
 pub use path::normalize_path;
 

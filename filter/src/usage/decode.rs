@@ -11,7 +11,7 @@
 
 use std::io::{self, Write};
 
-use flate2::write::{DeflateDecoder, GzDecoder, ZlibDecoder};
+use flate2::write::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
 
 use super::{Usage, UsageReader};
 
@@ -66,7 +66,10 @@ impl Write for Sink {
 #[derive(Debug)]
 enum Stage {
     Plain(UsageReader),
-    Gzip(Box<GzDecoder<Sink>>),
+    /// Every member of a gzip body (RFC 1952 allows several, and `gzip`
+    /// clients decode them all): a decoder that stopped after the first
+    /// would read the usage of the last member as no usage at all.
+    Gzip(Box<MultiGzDecoder<Sink>>),
     Zlib(Box<ZlibDecoder<Sink>>),
     Raw(Box<DeflateDecoder<Sink>>),
     /// `deflate` before its first two bytes tell zlib from raw deflate.
@@ -101,7 +104,7 @@ impl DecodedReader {
     pub fn new(reader: UsageReader, encoding: Encoding) -> DecodedReader {
         let stage = match encoding {
             Encoding::Identity => Stage::Plain(reader),
-            Encoding::Gzip => Stage::Gzip(Box::new(GzDecoder::new(Sink(reader)))),
+            Encoding::Gzip => Stage::Gzip(Box::new(MultiGzDecoder::new(Sink(reader)))),
             Encoding::Deflate => Stage::Sniffing { reader, head: Vec::with_capacity(2) },
         };
         DecodedReader { stage }
@@ -283,6 +286,24 @@ mod tests {
         for other in [&b"br"[..], b"zstd", b"gzip, gzip", b"compress", b"\xff"] {
             assert_eq!(Encoding::from_header(Some(other)), None, "{other:?}");
         }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_gzip_body_of_several_members_is_read_to_its_last() {
+        // The usage sits in the second member: `cat a.gz b.gz` is one
+        // legal gzip body, and what a client's gzip decodes.
+        let (head, tail) = BODY.split_at(30);
+        let wire = [gzip(head), gzip(tail)].concat();
+        let mut members = flate2::read::MultiGzDecoder::new(&wire[..]);
+        let mut decoded = Vec::new();
+        std::io::Read::read_to_end(&mut members, &mut decoded).unwrap();
+        assert_eq!(decoded, BODY, "the crate's reader sees the whole body");
+        for chunk in [1, 7, 4096] {
+            assert_eq!(read(Encoding::Gzip, &wire, chunk), Usage::Found(150_000), "by {chunk}");
+        }
+        let three = [gzip(b""), gzip(head), gzip(tail)].concat();
+        assert_eq!(read(Encoding::Gzip, &three, 5), Usage::Found(150_000), "an empty first member");
     }
 
     #[test]
