@@ -122,12 +122,20 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// were counted by the store, and both end within the same windows, so
     /// the later expiry stands; the store's newest view of the limits is
     /// kept. It goes where `slot_keys` says; when every candidate holds
-    /// another client's live lease, the one ending first is replaced.
+    /// another client's live lease, the one ending first is replaced by a
+    /// grant, never by a refusal (a record of no requests).
     pub fn grant(&self, lease: LeaseRecord, now_ms: u64) {
         for _ in 0..ATTEMPTS {
             let Some(Slot { key, held }) = self.place(lease.fingerprint, now_ms) else { return };
             let (merged, cas) = match held {
                 None => (lease.clone(), None),
+                // A refusal only records the store's view: it never pushes
+                // out another client's live lease, whose units are paid.
+                Some((Some(old), _))
+                    if lease.requests_left == 0 && old.fingerprint != lease.fingerprint && !ended(&old, now_ms) =>
+                {
+                    return
+                }
                 Some((Some(old), cas)) if old.fingerprint == lease.fingerprint && old.expires_at_ms > now_ms => (
                     LeaseRecord {
                         requests_left: old.requests_left.saturating_add(lease.requests_left),
@@ -267,6 +275,24 @@ mod tests {
         t.grant(lease(23, 5, NOW + 9_000), NOW + 10);
         assert!(matches!(t.draw(23, NOW + 10, 1), Spend::Drawn(l, 1) if l.requests_left == 4 && l.granted == 7));
         assert_eq!(shared.len(), 2);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_refusal_never_pushes_out_anothers_live_lease() {
+        let shared = FakeShared::default();
+        let t = LeaseTable::new(&shared, slots(16));
+        // 7 and 23 hold both candidates of 39.
+        t.grant(lease(7, 3, NOW + 5_000), NOW);
+        t.grant(lease(23, 2, NOW + 6_000), NOW);
+        let refused = LeaseRecord { requests_left: 0, granted: 0, ..lease(39, 0, NOW + 5_000) };
+        t.grant(refused.clone(), NOW);
+        assert!(matches!(t.draw(7, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 2), "7's lease stays");
+        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 1), "23's lease stays");
+        assert_eq!(t.probe(39, NOW).previous, None, "the refusal was not kept");
+        // Once 7's lease has ended, the refusal takes its place.
+        t.grant(refused, NOW + 5_000);
+        assert_eq!(t.probe(39, NOW + 5_000).previous.map(|l| l.granted), Some(0));
     }
 
     #[test]

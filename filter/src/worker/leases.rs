@@ -52,8 +52,12 @@ impl Worker {
         if leases.asking.contains(&c.fingerprint) || leases.asks.len() >= MAX_LEASE_ASKS {
             return;
         }
-        // Counted as the request was read (see `pipeline`).
+        // Counted as the request was read (see `pipeline`). A client that
+        // is not hot asks nothing and costs no shared-data read.
         let heat = leases.heat.borrow().estimate(c.fingerprint, now, c.params.max_age_ms);
+        if heat < lease::HOT_AFTER {
+            return;
+        }
         // A table whose slots for this client all hold other clients' live
         // leases: no ask (a grant would push one out, its paid units lost).
         let probe = LeaseTable::new(host, self.config.deny_cache.slots).probe(c.fingerprint, now);

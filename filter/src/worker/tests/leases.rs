@@ -75,6 +75,25 @@ fn a_hot_clients_decision_brings_a_lease_and_its_next_requests_need_no_store_cal
 
 #[test]
 #[wasm_bindgen_test]
+fn a_cold_client_of_a_leased_rule_reads_no_more_shared_data_than_without_leases() {
+    let unleased = HOT.replace(r#""lease":{"max_units":10,"max_age":"1s"},"#, "");
+    assert_ne!(unleased, HOT);
+    let reads = |rule: &str| {
+        let host = FakeHost::new();
+        let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+        for s in 0..HOT_AFTER as u32 - 1 {
+            w.on_request(&host, s, &user("/api", "a"));
+            let call = host.sent.borrow().len() - 1;
+            assert_eq!(host.decisions_in(call), 1, "no lease asked");
+            w.on_answer(&host, host.token(call), ints(&[allow(900, 30_000), allow(90, 100)].concat()));
+        }
+        host.shared.reads()
+    };
+    assert_eq!(reads(HOT), reads(&unleased));
+}
+
+#[test]
+#[wasm_bindgen_test]
 fn a_refused_lease_admits_nothing_and_the_request_stands_on_its_own_decision() {
     let host = FakeHost::new();
     let mut w = warmed(&host, HOT_AFTER as u32 - 1);
