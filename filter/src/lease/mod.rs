@@ -27,7 +27,7 @@ mod record;
 mod table;
 
 pub use heat::{Heat, HOT_AFTER};
-pub use plan::{ask, expires_at, LeaseParams, Span};
+pub use plan::{ask, expires_at, Granted, LeaseParams, Span};
 pub use pocket::{draw_size, LeasedRequest, Pockets, MOST_DRAWN};
 pub use record::{LeaseRecord, LeasedLimit, MAX_LEASED_LIMITS};
 pub use table::{LeaseTable, Probe, Spend};

@@ -35,8 +35,30 @@ pub enum Span {
         /// Its offset (staggered fixed windows; else 0).
         offset_ms: u64,
     },
-    /// Tokens taken now (token bucket, GCRA): only `max_age` ends them.
-    Tokens,
+    /// Tokens taken now (token bucket, GCRA) from a bucket refilling
+    /// `limit` units every `window_ms`: they hold while the bucket, had
+    /// they not been taken, would not yet be full again. Past that, the
+    /// store's bucket and the leased units would add up to more than its
+    /// capacity: a client idle until its bucket refilled could spend both
+    /// at once.
+    Tokens {
+        /// The refill period (ms).
+        window_ms: u64,
+        /// Units refilled per period.
+        limit: u64,
+    },
+}
+
+/// One limit of a granted lease, for its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// What ends its units.
+    pub span: Span,
+    /// Until the limit is fully available again, as the store said at the
+    /// grant, the lease's units counted (ms).
+    pub reset_ms: u64,
+    /// Units the lease took from it.
+    pub units: u64,
 }
 
 /// Requests to ask for: the client's pace over `max_age`, capped by
@@ -86,16 +108,27 @@ fn share(params: &LeaseParams, previous: &LeaseRecord, now_ms: u64) -> u64 {
     left / params.fleet_size.max(1).saturating_mul(2)
 }
 
-/// Until when a lease granted at `now_ms` holds (exclusive): `max_age`
-/// after it, and no later than the end of the window of any windowed limit
-/// (units counted in a window are spent in it).
-pub fn expires_at(now_ms: u64, max_age_ms: u64, spans: &[Span]) -> u64 {
+/// Until when a lease asked at `now_ms` (no later than the store decided
+/// it) holds (exclusive): `max_age` after it, no later than the end of the
+/// window of any windowed limit (units counted in a window are spent in
+/// it), and no later than the instant any token limit's bucket would be
+/// full again without the lease: its reset less the refill of the leased
+/// units (rounded so the end is never late: at every instant before it,
+/// the store's tokens and the lease's together fit the capacity).
+pub fn expires_at(now_ms: u64, max_age_ms: u64, limits: &[Granted]) -> u64 {
     let mut end = now_ms.saturating_add(max_age_ms);
-    for span in spans {
-        if let Span::Window { window_ms, offset_ms } = *span {
-            let window = window_ms.max(1);
-            let into = now_ms.saturating_add(offset_ms) % window;
-            end = end.min(now_ms.saturating_add(window - into));
+    for g in limits {
+        match g.span {
+            Span::Window { window_ms, offset_ms } => {
+                let window = window_ms.max(1);
+                let into = now_ms.saturating_add(offset_ms) % window;
+                end = end.min(now_ms.saturating_add(window - into));
+            }
+            Span::Tokens { window_ms, limit } => {
+                let refill = (u128::from(g.units) * u128::from(window_ms)).div_ceil(u128::from(limit.max(1)));
+                let life = u128::from(g.reset_ms).saturating_sub(refill);
+                end = end.min(now_ms.saturating_add(u64::try_from(life).unwrap_or(u64::MAX)));
+            }
         }
     }
     end
@@ -177,15 +210,40 @@ mod tests {
         assert_eq!(ask(&PARAMS, Some(&two), 80, NOW), 50);
     }
 
+    fn window(span: Span) -> Granted {
+        Granted { span, reset_ms: 0, units: 1 }
+    }
+
     #[test]
     #[wasm_bindgen_test]
     fn a_lease_ends_with_its_windows_or_its_age() {
         let start = NOW - NOW % 60_000;
-        let minute = Span::Window { window_ms: 60_000, offset_ms: 0 };
+        let minute = window(Span::Window { window_ms: 60_000, offset_ms: 0 });
         assert_eq!(expires_at(start + 10_000, 5_000, &[minute]), start + 15_000, "age first");
         assert_eq!(expires_at(start + 58_000, 5_000, &[minute]), start + 60_000, "the window ends first");
-        assert_eq!(expires_at(start + 58_000, 5_000, &[Span::Tokens]), start + 63_000, "tokens: age only");
-        let shifted = Span::Window { window_ms: 60_000, offset_ms: 30_000 };
-        assert_eq!(expires_at(start + 28_000, 5_000, &[shifted, Span::Tokens]), start + 30_000);
+        // A bucket of 100 per 100 s, 30 s from full with the lease's 4 units: 26 s.
+        let tokens = Granted { span: Span::Tokens { window_ms: 100_000, limit: 100 }, reset_ms: 30_000, units: 4 };
+        assert_eq!(expires_at(start + 58_000, 5_000, &[tokens]), start + 63_000, "tokens: age first");
+        let shifted = window(Span::Window { window_ms: 60_000, offset_ms: 30_000 });
+        assert_eq!(expires_at(start + 28_000, 5_000, &[shifted, tokens]), start + 30_000);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_token_lease_ends_before_the_bucket_would_be_full_without_it() {
+        let bucket = Span::Tokens { window_ms: 100_000, limit: 100 };
+        let lease = |reset_ms, units| expires_at(NOW, 30_000, &[Granted { span: bucket, reset_ms, units }]);
+        // Four requests and a lease of 4 from a full bucket: 8 tokens out,
+        // full again in 8 s; without the lease's 4, in 4 s.
+        assert_eq!(lease(8_000, 4), NOW + 4_000);
+        // Taken from a full bucket, nothing else out: no life at all.
+        assert_eq!(lease(4_000, 4), NOW);
+        assert_eq!(lease(1_000, 4), NOW, "never before it was asked");
+        // A drained bucket: the age ends it first.
+        assert_eq!(lease(90_000, 10), NOW + 30_000);
+        // 3 per second (333.33 ms a unit), a lease of 1 with 1,000 ms to
+        // full: 666.67 ms without it, so the last instant it admits is 666.
+        let gcra = Granted { span: Span::Tokens { window_ms: 1_000, limit: 3 }, reset_ms: 1_000, units: 1 };
+        assert_eq!(expires_at(NOW, 30_000, &[gcra]), NOW + 666);
     }
 }

@@ -119,9 +119,10 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
 
     /// Keeps a lease the store granted at `now_ms`. A live lease of the
     /// same fingerprint (another worker's grant) keeps its requests: both
-    /// were counted by the store, and both end within the same windows, so
-    /// the later expiry stands; the store's newest view of the limits is
-    /// kept. It goes where `slot_keys` says; when every candidate holds
+    /// were counted by the store. The earlier expiry stands: each grant's
+    /// units hold until their own end (a token lease's end depends on how
+    /// many units are out), so all of them hold until the first; the
+    /// store's newest view of the limits is kept. It goes where `slot_keys` says; when every candidate holds
     /// another client's live lease, the one ending first is replaced by a
     /// grant, never by a refusal (a record of no requests).
     pub fn grant(&self, lease: LeaseRecord, now_ms: u64) {
@@ -139,7 +140,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
                 Some((Some(old), cas)) if old.fingerprint == lease.fingerprint && old.expires_at_ms > now_ms => (
                     LeaseRecord {
                         requests_left: old.requests_left.saturating_add(lease.requests_left),
-                        expires_at_ms: old.expires_at_ms.max(lease.expires_at_ms),
+                        expires_at_ms: old.expires_at_ms.min(lease.expires_at_ms),
                         granted: old.granted.saturating_add(lease.granted),
                         granted_at_ms: old.granted_at_ms,
                         ..lease.clone()
@@ -304,8 +305,9 @@ mod tests {
         let mut newer = lease(7, 4, NOW + 6_000);
         newer.limits[0].remaining_at_grant = 40;
         t.grant(newer, NOW + 1_000);
-        let Spend::Drawn(l, 1) = t.draw(7, NOW + 5_500, 1) else { panic!() };
-        assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (6, NOW + 6_000, 40));
+        let Spend::Drawn(l, 1) = t.draw(7, NOW + 4_500, 1) else { panic!() };
+        assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (6, NOW + 5_000, 40));
+        assert_eq!(t.draw(7, NOW + 5_000, 1), Spend::NoLease, "the earlier end stands");
         // An expired one is replaced, not added to.
         t.grant(lease(7, 2, NOW + 20_000), NOW + 10_000);
         assert!(matches!(t.draw(7, NOW + 10_000, 1), Spend::Drawn(l, 1) if l.requests_left == 1));

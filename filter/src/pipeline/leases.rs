@@ -48,10 +48,12 @@ impl LeaseCandidate {
                 Algorithm::SlidingWindow | Algorithm::FixedWindow => {
                     Span::Window { window_ms: limit.spec.window_ms, offset_ms: l.offset_ms.unwrap_or(0) }
                 }
-                _ => Span::Tokens,
+                _ => Span::Tokens { window_ms: limit.spec.window_ms, limit: limit.spec.limit },
             })
         };
-        self.limits.iter().map(|l| span(l).unwrap_or(Span::Tokens)).collect()
+        // A limit it cannot find: tokens that never refill to a known
+        // capacity, so the lease ends when granted (never admits wrongly).
+        self.limits.iter().map(|l| span(l).unwrap_or(Span::Tokens { window_ms: u64::MAX, limit: 1 })).collect()
     }
 }
 

@@ -107,9 +107,16 @@ impl Worker {
         }
         let granted = if outcomes.iter().all(|o| o.allowed) { ask.requests } else { 0 };
         let c = &ask.candidate;
+        let ends: Vec<lease::Granted> = c
+            .spans(&self.config)
+            .into_iter()
+            .zip(&outcomes)
+            .zip(&ask.limits)
+            .map(|((span, o), l)| lease::Granted { span, reset_ms: o.reset_ms, units: l.op.amount() })
+            .collect();
         let lease = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &c.spans(&self.config)),
+            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &ends),
             requests_left: granted,
             granted,
             granted_at_ms: at,

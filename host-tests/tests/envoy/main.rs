@@ -17,6 +17,7 @@ mod failure;
 mod hostile;
 mod identities;
 mod lease_after_denial;
+mod lease_refill;
 mod llm_concurrency;
 mod operators;
 mod paths;
