@@ -30,7 +30,8 @@
 --   op r: release the stream's slot (cc only);
 --   op n: renew it (cc only).
 --   A shape is request-time (u and k) or after the fact (only g, r and
---   n); g on sl and cc is refused, and cc takes amount 1. offset
+--   n); g on sl and cc is refused, and cc takes amount 1 (u: 1 and the
+--   streams the proxy holds outside the store, counted, not written). offset
 --   (0 <= offset < window) shifts fw windows; for cc it is the stream's
 --   slot id (decimal digits, at most 20; 0 for k only); 0 elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
@@ -250,8 +251,8 @@ for h = 1, H do
     end
     if c == 'cc' then
       -- The slot id: kept as its text (a member), never made a number.
-      if amount ~= 1 then
-        return bad_limit(h, i, 'cc takes amount 1')
+      if amount ~= 1 and op ~= 'u' then
+        return bad_limit(h, i, 'cc takes amount 1 (u: 1 and the streams held outside the store)')
       elseif #offset > SLOT_ID_MAX or not string.find(offset, '^%d+$') or (offset == '0' and op ~= 'k') then
         return bad_limit(h, i, 'a cc slot id must be 1 to ' .. SLOT_ID_MAX .. ' digits, not 0')
       end

@@ -118,6 +118,12 @@ pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[F
     }
 }
 
+/// Streams held in the local share of concurrency limit `l` now.
+pub fn streams_held<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) -> u64 {
+    let entry = shared.get(&slot_key(l.fingerprint, slots));
+    held(l, entry.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms)
+}
+
 /// A stream holding a slot of the local share of concurrency limit `l`
 /// ended: one stream fewer (nothing if the entry expired or was taken
 /// over meanwhile).

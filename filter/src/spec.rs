@@ -36,8 +36,11 @@ pub enum Op {
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
     /// concurrency: take a slot with this id (unique across the fleet) for
-    /// a stream, if every limit of the decision admits.
-    Take(u64),
+    /// a stream, if every limit of the decision admits; the second number
+    /// is the client's streams this proxy admitted from its local share
+    /// while the store failed and the store does not hold yet: counted
+    /// with the take (admitted iff held + them + 1 <= limit), not written.
+    Take(u64, u64),
     /// concurrency: the stream holding this slot ended; never refused.
     Release(u64),
     /// concurrency: the stream holding this slot lives on; never refused
@@ -52,7 +55,7 @@ impl Op {
             Op::Use(_) => "u",
             Op::Check(_) => "k",
             Op::Charge(_) => "g",
-            Op::Take(_) => "u",
+            Op::Take(..) => "u",
             Op::Release(_) => "r",
             Op::Renew(_) => "n",
         }
@@ -62,14 +65,15 @@ impl Op {
     pub(crate) fn amount(self) -> u64 {
         match self {
             Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
-            Op::Take(_) | Op::Release(_) | Op::Renew(_) => 1,
+            Op::Take(_, here) => here.saturating_add(1),
+            Op::Release(_) | Op::Renew(_) => 1,
         }
     }
 
     /// The slot a concurrency op is about.
     pub fn slot_id(self) -> Option<u64> {
         match self {
-            Op::Take(id) | Op::Release(id) | Op::Renew(id) => Some(id),
+            Op::Take(id, _) | Op::Release(id) | Op::Renew(id) => Some(id),
             _ => None,
         }
     }

@@ -21,18 +21,21 @@ impl SlotsState {
     pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, SlotsState) {
         let mut next = SlotsState(self.0.iter().filter(|(_, &until)| until > now).map(|(&k, &v)| (k, v)).collect());
         let count = next.0.len() as u64;
+        // A take's streams held outside the store count in what remains.
+        let mut outside = 0;
         let (allowed, retry) = match op {
             Op::Release(id) => (next.0.remove(&id).is_some(), 0),
             Op::Renew(id) => (next.0.insert(id, now + spec.window_ms).is_some(), 0),
             _ if count + op.amount() <= spec.limit => {
-                if let Op::Take(id) = op {
+                if let Op::Take(id, here) = op {
                     next.0.insert(id, now + spec.window_ms);
+                    outside = here;
                 }
                 (true, 0)
             }
             _ => (false, CC_RETRY_MS),
         };
-        let remaining = spec.limit.saturating_sub(next.0.len() as u64);
+        let remaining = spec.limit.saturating_sub(next.0.len() as u64 + outside);
         (LimitOutcome { allowed, remaining, reset_ms: 0, retry_after_ms: Some(retry) }, next)
     }
 }

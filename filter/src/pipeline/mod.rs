@@ -170,7 +170,7 @@ impl PlannedDecision {
     /// the local share, when its store failed).
     pub fn takes(&self, local: bool) -> impl Iterator<Item = Hold> + '_ {
         self.limits.iter().filter_map(move |l| match l.op {
-            Op::Take(id) => Some(Hold {
+            Op::Take(id, _) => Some(Hold {
                 rule: l.rule,
                 limit: l.limit,
                 identity: self.identity.clone(),
@@ -324,7 +324,9 @@ where
                 continue;
             }
             rules.push(r);
+            let first = limits.len();
             plan_limits(&mut limits, r, rule, cost, &digest, env.random);
+            count_local_streams(env.shared, config, &mut limits[first..], &digest, now());
         }
         if rules.is_empty() {
             continue;
@@ -361,13 +363,35 @@ where
 fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, digest: &IdentityDigest, random: u64) {
     for (i, l) in rule.limits.iter().enumerate() {
         let op = match (l.counts, &rule.cost) {
-            _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i)),
+            _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i), 0),
             (Counts::Requests, _) => Op::Use(1),
             (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
             (Counts::Cost, _) => Op::Use(cost),
         };
         let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));
         out.push(PlannedLimit { rule: r, limit: i, op, offset_ms });
+    }
+}
+
+/// Each take of a concurrency slot in `limits` also counts the client's
+/// streams this proxy admitted from its local share while the store failed
+/// and has not moved into the store yet (a renewal moves them once the
+/// store answers): the store cannot see them, and right after an outage
+/// the client must still hold at most `limit` streams. One shared-data
+/// read per concurrency limit decided.
+fn count_local_streams<S: SharedData + ?Sized>(
+    shared: &S,
+    config: &Config,
+    limits: &mut [PlannedLimit],
+    digest: &IdentityDigest,
+    now_ms: u64,
+) {
+    for l in limits {
+        let Op::Take(id, _) = l.op else { continue };
+        let Some(rule) = config.rules.get(l.rule) else { continue };
+        let Some(limit) = rule.limits.get(l.limit) else { continue };
+        let share = fallback_limit(rule, limit, digest, 1);
+        l.op = Op::Take(id, crate::fallback::streams_held(shared, config.deny_cache.slots, &share, now_ms));
     }
 }
 

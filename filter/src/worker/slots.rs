@@ -6,6 +6,12 @@
 //! stream; a renewal the store does not take is tried again on the next
 //! tick. A slot taken by a decision whose stream went away before the
 //! store answered is released when the answer comes (an "orphan").
+//!
+//! A slot taken in the local share while the store failed is renewed there,
+//! and on the same beat offered to the store: a renewal that gets through
+//! adds it to the store's slots and gives its local share back, so every
+//! proxy counts it again (until then this proxy's takes count it, see
+//! `Op::Take`).
 
 use std::collections::BTreeMap;
 
@@ -48,6 +54,8 @@ pub(super) struct SlotCall {
     /// it is answered (sent now, the release could overtake it in another
     /// call and the renewal take the slot again).
     then_release: bool,
+    /// A slot of the local share moving into the store.
+    moving: bool,
 }
 
 /// What the worker keeps for slots besides its streams'.
@@ -80,17 +88,21 @@ impl Worker {
     pub(super) fn release_slots<H: Host>(&mut self, host: &H, holds: Vec<Hold>) {
         let now = host.now_ms();
         for hold in holds {
+            let renewing = self.slots.calls.values_mut().find(|c| c.hold == hold && matches!(c.op, Op::Renew(_)));
             if hold.local {
                 hold.release_locally(&self.config, host, host, now);
+                // On its way into the store: released there once it arrives.
+                if let Some(moving) = renewing {
+                    moving.then_release = true;
+                }
                 continue;
             }
-            let renewing = self.slots.calls.values_mut().find(|c| c.hold == hold && matches!(c.op, Op::Renew(_)));
             if let Some(renewal) = renewing {
                 renewal.then_release = true;
                 continue;
             }
             let op = Op::Release(hold.id);
-            self.queue_slot_call(host, SlotCall { hold, op, stream: None, then_release: false }, now);
+            self.queue_slot_call(host, SlotCall { hold, op, stream: None, then_release: false, moving: false }, now);
         }
         self.pump(host);
     }
@@ -107,16 +119,16 @@ impl Worker {
                 if now.saturating_sub(held.renewed_ms) < renew_every_ms(limit) {
                     continue;
                 }
-                if held.hold.local {
+                let moving = held.hold.local;
+                if moving {
                     if let Some(l) = held.hold.local_share(&self.config) {
                         fallback::renew_slot(host, self.config.deny_cache.slots, &l, now);
                     }
                     held.renewed_ms = now;
-                } else {
-                    held.renewing = true;
-                    let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
-                    due.push(SlotCall { hold, op, stream: Some(stream), then_release: false });
                 }
+                held.renewing = true;
+                let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
+                due.push(SlotCall { hold, op, stream: Some(stream), then_release: false, moving });
             }
         }
         for call in due {
@@ -146,6 +158,9 @@ impl Worker {
         at: u64,
     ) {
         let Some(call) = self.slots.calls.remove(&id) else { return };
+        if call.moving {
+            return self.settle_move(host, call, result.is_ok(), at);
+        }
         let held_on = result.as_ref().map(|outcomes| outcomes.iter().all(|o| o.allowed));
         let event = match (held_on, call.op) {
             (Ok(true), Op::Release(_)) => Some(Event::SlotReleased),
@@ -169,6 +184,39 @@ impl Worker {
         if result.is_ok() {
             held.renewed_ms = at;
         }
+    }
+
+    /// A local slot's renewal in the store came back: taken there (`in_store`),
+    /// it is a store slot from now on and its local share is given back; a
+    /// stream that ended meanwhile (its local share already given back)
+    /// releases it from the store. Not taken: it stays local, offered again
+    /// on its next renewal.
+    fn settle_move<H: Host>(&mut self, host: &H, call: SlotCall, in_store: bool, at: u64) {
+        let stored = Hold { local: false, ..call.hold.clone() };
+        if call.then_release {
+            if in_store {
+                let op = Op::Release(stored.id);
+                self.queue_slot_call(
+                    host,
+                    SlotCall { hold: stored, op, stream: None, then_release: false, moving: false },
+                    at,
+                );
+                self.pump(host);
+            }
+            return;
+        }
+        let Some(stream) = call.stream else { return };
+        let held = self.streams.get_mut(&stream).and_then(|s| s.holds.iter_mut().find(|h| h.hold == call.hold));
+        let Some(held) = held else { return };
+        held.renewing = false;
+        if !in_store {
+            return;
+        }
+        if let Some(l) = call.hold.local_share(&self.config) {
+            fallback::release_slot(host, self.config.deny_cache.slots, &l, at);
+        }
+        held.hold = stored;
+        held.renewed_ms = at;
     }
 
     /// Stream `stream` ends with decision `decision` in a call in flight:

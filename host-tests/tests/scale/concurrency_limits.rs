@@ -260,6 +260,49 @@ fn three_proxies_hold_a_client_to_its_limit_and_each_way_a_stream_ends_frees_its
 }
 
 #[test]
+fn streams_admitted_while_the_store_was_down_still_count_when_it_comes_back() {
+    // Fail open, one proxy: its local share is the whole limit of 2.
+    let rule = r#"{"name":"cc","match":{"path_prefix":"/cc"},"key":["header:x-user"],"failure_mode":"open",
+        "limits":[{"algorithm":"concurrency","limit":2,"max_hold":"6s"}]}"#;
+    let mut f = Proxies::start(1, 2, rule);
+    f.redis.process.stop();
+    let local: Vec<OpenStream> = (0..2).map(|_| f.open(0, "u", &[]).stream()).collect();
+    assert_eq!(f.stat("slots_taken_locally"), 2);
+    assert_eq!(f.open(0, "u", &[]).answer().status, 429, "the local share is full");
+    f.redis.restart(&[]);
+    // Until the store decides again (a stream of another client taken there).
+    let deadline = Instant::now() + SOON;
+    while f.stat("slots_taken") == 0 {
+        assert!(Instant::now() < deadline, "the store never decided again");
+        if let Opened::Streaming(s) = f.open(0, "probe", &[]) {
+            // The upstream counts a stream once its head is out.
+            assert!(f.upstream.wait_open("probe", 1, SOON));
+            assert!(f.upstream.complete(&s.tag));
+            s.read_rest();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The two streams the store cannot see still hold the client's limit.
+    for _ in 0..2 {
+        assert_refused(&f.open(0, "u", &[]).answer());
+    }
+    // A renewal moves them into the store (every 2 s).
+    f.wait("the local streams moved into the store", || f.live("u").0 == 2);
+    assert_refused(&f.open(0, "u", &[]).answer());
+    assert_eq!(f.upstream.max_open("u"), 2, "never more than 2 streams of u at once");
+    // They end: released from the store, and the client streams again.
+    assert!(f.upstream.wait_open("u", 2, SOON));
+    for s in local {
+        assert!(f.upstream.complete(&s.tag));
+        s.read_rest();
+    }
+    f.wait("both released", || f.zcard("u") == 0);
+    let (again, _) = f.admitted_again("u");
+    assert!(f.upstream.complete(&again.tag));
+    again.read_rest();
+}
+
+#[test]
 fn the_slots_of_a_killed_proxy_expire_within_max_hold_and_the_survivors_keep_theirs() {
     const MAX_HOLD_MS: u64 = 3_000;
     let f = Proxies::start(3, 1, &cc_rule(5, "3s"));

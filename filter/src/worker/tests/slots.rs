@@ -186,3 +186,65 @@ fn a_local_slot_of_a_request_another_rule_refuses_is_given_back_and_counted() {
     assert_eq!(statuses, [503, 503]);
     assert_eq!((host.metrics.get(0, Event::SlotTakenLocally), host.metrics.get(0, Event::SlotReleased)), (2, 2));
 }
+
+/// The amount of the n-th call's only limit.
+fn amount_of(host: &FakeHost, n: usize) -> String {
+    let body = host.body(n);
+    let parts: Vec<&str> = body.split('/').collect();
+    parts[parts.len() - 4].to_string()
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_stream_held_locally_counts_in_the_stores_decisions_until_a_renewal_moves_it_there() {
+    let host = FakeHost::new();
+    host.fail_send.set(true);
+    let mut w = worker();
+    assert_eq!(w.on_request(&host, 1, &user("/", "a")), Action::Continue);
+    assert_eq!(host.metrics.get(0, Event::SlotTakenLocally), 1);
+    // The store is back: a take counts the stream it cannot see.
+    host.fail_send.set(false);
+    host.now.set(NOW + 500);
+    assert_eq!(w.on_request(&host, 2, &user("/", "a")), Action::Pause);
+    assert_eq!(op_of(&host, 0).0, "u");
+    assert_eq!(amount_of(&host, 0), "2", "this take and the local stream");
+    w.on_answer(&host, host.token(0), slot(true, 0));
+    // The local slot's renewal, due after a third of max_hold, goes to the store.
+    host.now.set(NOW + 1000);
+    w.on_tick(&host);
+    let (op, local_id) = op_of(&host, 1);
+    assert_eq!(op, "n");
+    let stored_id = op_of(&host, 0).1;
+    assert_ne!(local_id, stored_id);
+    assert_eq!(host.sent.borrow().len(), 2, "stream 2's renewal is not due yet");
+    w.on_answer(&host, host.token(1), ints(&[0, 0, 0, 0]));
+    assert_eq!(host.metrics.get(0, Event::SlotExpired), 0, "a move is no expiry");
+    // In the store now: a take counts itself alone, and the stream's end
+    // releases it there.
+    assert_eq!(w.on_request(&host, 3, &user("/", "a")), Action::Pause);
+    assert_eq!(amount_of(&host, 2), "1");
+    w.on_stream_end(&host, 1);
+    assert_eq!(op_of(&host, 3), ("r".to_string(), local_id));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_local_stream_that_ends_while_it_moves_is_released_from_the_store_once() {
+    let host = FakeHost::new();
+    host.fail_send.set(true);
+    let mut w = worker();
+    assert_eq!(w.on_request(&host, 1, &user("/", "a")), Action::Continue);
+    host.fail_send.set(false);
+    host.now.set(NOW + 1000);
+    w.on_tick(&host);
+    let (op, id) = op_of(&host, 0);
+    assert_eq!(op, "n");
+    w.on_stream_end(&host, 1);
+    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1, "given back to the local share at once");
+    assert_eq!(host.sent.borrow().len(), 1);
+    w.on_answer(&host, host.token(0), ints(&[0, 1, 0, 0]));
+    assert_eq!(op_of(&host, 1), ("r".to_string(), id), "then released from the store");
+    w.on_answer(&host, host.token(1), slot(true, 2));
+    assert_eq!(host.sent.borrow().len(), 2);
+    assert_eq!(w.sizes(), (0, 0, 0));
+}
