@@ -544,6 +544,13 @@ impl Pending {
         }
     }
 
+    /// Slots the store already gave decisions that answered, while others
+    /// are still out: what a stream that ends now must give back.
+    pub fn taken_so_far(&self) -> Vec<Hold> {
+        let admitted = |d: &&PlannedDecision| matches!(&d.result, Some(Ok(o)) if o.iter().all(|l| l.allowed));
+        self.decisions.iter().filter(admitted).flat_map(|d| d.takes(false)).collect()
+    }
+
     /// Slots the store gave a request that was refused after all: to release.
     pub fn take_stranded(&mut self) -> Vec<Hold> {
         std::mem::take(&mut self.stranded)

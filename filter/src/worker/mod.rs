@@ -361,7 +361,11 @@ impl Worker {
     /// side) is charged what was read or delivered (see `usage_watch`).
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
         let Some(state) = self.streams.remove(&stream) else { return };
+        let mut given_back = Vec::new();
         if let Some(pending) = &state.pending {
+            // Decisions that answered took their slots already; the request
+            // was never decided whole, so nothing else will release them.
+            given_back = pending.taken_so_far();
             self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
             // A slot a decision in flight takes is released when it comes.
             for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
@@ -375,8 +379,9 @@ impl Worker {
             let reported = watch.on_end();
             self.submit_charge(host, watch.charge, reported);
         }
-        if !state.holds.is_empty() {
-            self.release_slots(host, state.holds.into_iter().map(|h| h.hold).collect());
+        given_back.extend(state.holds.into_iter().map(|h| h.hold));
+        if !given_back.is_empty() {
+            self.release_slots(host, given_back);
         }
     }
 

@@ -248,3 +248,27 @@ fn a_local_stream_that_ends_while_it_moves_is_released_from_the_store_once() {
     assert_eq!(host.sent.borrow().len(), 2);
     assert_eq!(w.sizes(), (0, 0, 0));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_slot_taken_by_a_decision_that_answered_is_released_when_the_stream_ends_before_the_others() {
+    // Two identities, one call each: the slot's decision answers first.
+    let gate =
+        r#"{"name":"gate","key":["header:x-gate"],"limits":[{"algorithm":"fixed_window","limit":5,"window":"1m"}]}"#;
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_decisions":1}"#, &format!("{LLM},{gate}")), NOW);
+    let req = user("/", "a").with("x-gate", "g");
+    assert_eq!(w.on_request(&host, 1, &req), Action::Pause);
+    assert_eq!(host.sent.borrow().len(), 2, "one call per decision");
+    let (op, id) = op_of(&host, 0);
+    assert_eq!(op, "u");
+    w.on_answer(&host, host.token(0), slot(true, 1));
+    // The client leaves while the gate's decision is out.
+    w.on_stream_end(&host, 1);
+    assert_eq!(op_of(&host, 2), ("r".to_string(), id), "released at once");
+    w.on_answer(&host, host.token(1), ints(&[1, 4, 60_000, 0]));
+    w.on_answer(&host, host.token(2), slot(true, 2));
+    assert_eq!(host.sent.borrow().len(), 3, "released once");
+    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(w.sizes(), (0, 0, 0));
+}
