@@ -155,6 +155,28 @@ impl Config {
             groups,
         })
     }
+
+    /// What this plugin's shared-data keys end with: `@` and 16 hex digits
+    /// of SHA-256 of its domain, transport and store cluster. Shared data
+    /// is one space per `vm_id`: plugins on one `vm_id` that count in the
+    /// same store and domain share a breaker, a deny cache, fallback shares
+    /// and a lease table (their Redis keys are the same too); any other two
+    /// keep theirs apart. Rules and limits are not in it: editing them
+    /// keeps the keys (and adds none; their entries are fingerprinted).
+    pub fn shared_scope(&self) -> String {
+        let transport = match self.store.transport {
+            crate::store::Transport::Webdis => "webdis",
+            crate::store::Transport::Redis => "redis",
+        };
+        let text = [self.domain.as_str(), transport, self.store.cluster.as_str()].join("\0");
+        let mut head = [0u8; 8];
+        head.copy_from_slice(&crate::digest::sha256(text.as_bytes())[..8]);
+        let digits: [u8; 16] = crate::digest::hex(&head);
+        let mut out = String::with_capacity(17);
+        out.push('@');
+        out.extend(digits.iter().map(|&d| d as char));
+        out
+    }
 }
 
 fn group_rules(rules: &[Rule]) -> Vec<KeyGroup> {

@@ -410,3 +410,21 @@ fn a_concurrency_limit_is_read_with_its_hold_and_counts_streams() {
         "limits":[{"algorithm":"concurrency","limit":5}]}]}"#;
     assert_eq!(Config::parse(default.as_bytes()).unwrap().rules[0].limits[0].spec.window_ms, 60_000);
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn plugins_share_shared_data_only_with_the_same_domain_and_store() {
+    let of = |domain: &str, cluster: &str, rules: &str| {
+        let json = format!(r#"{{"domain":"{domain}","store":{{"cluster":"{cluster}"}},"rules":[{rules}]}}"#);
+        Config::parse(json.as_bytes()).unwrap().shared_scope()
+    };
+    let rule = r#"{"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#;
+    let other_rule = r#"{"name":"b","key":["path"],"limits":[{"limit":9,"window":"1m"}]}"#;
+    let scope = of("shop", "store", rule);
+    assert_eq!(scope.len(), 17);
+    assert!(scope.starts_with('@') && scope[1..].bytes().all(|b| b.is_ascii_hexdigit()), "{scope}");
+    assert_eq!(of("shop", "store", other_rule), scope, "rules do not change it");
+    assert_ne!(of("blog", "store", rule), scope);
+    assert_ne!(of("shop", "other", rule), scope);
+    assert_ne!(of("sho", "pstore", rule), of("shop", "store", rule), "fields never run together");
+}

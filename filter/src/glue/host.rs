@@ -65,6 +65,8 @@ pub struct StoreTarget {
     pub authorization: Option<Secret>,
     /// Per call.
     pub timeout_ms: u32,
+    /// What this plugin's shared-data keys end with (`Config::shared_scope`).
+    pub shared_scope: String,
 }
 
 impl StoreTarget {
@@ -79,6 +81,7 @@ impl StoreTarget {
                 Transport::Redis => None,
             },
             timeout_ms: u32::try_from(config.store.timeout.ms()).unwrap_or(u32::MAX),
+            shared_scope: config.shared_scope(),
         }
     }
 }
@@ -108,12 +111,12 @@ pub fn now_ms() -> u64 {
 
 impl SharedData for HostCalls<'_> {
     fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
-        abi::shared_get(key).ok().flatten()
+        abi::shared_get(&[key, &self.target.shared_scope].concat()).ok().flatten()
     }
 
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
         // CasMismatch: another worker wrote first.
-        abi::shared_set(key, value, cas.unwrap_or(0)).is_ok()
+        abi::shared_set(&[key, &self.target.shared_scope].concat(), value, cas.unwrap_or(0)).is_ok()
     }
 }
 

@@ -28,6 +28,7 @@ mod store_misbehaving;
 mod token_dodges;
 mod token_fields;
 mod tokens;
+mod two_plugins;
 mod unix_socket;
 mod vm_failure;
 
