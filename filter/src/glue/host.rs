@@ -2,6 +2,7 @@
 //! each status handled.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::abi;
 use crate::config::Config;
@@ -104,9 +105,22 @@ pub struct HostCalls<'a> {
     pub redis: &'a super::redis::RedisLink,
 }
 
-/// Milliseconds since the epoch by the host's clock (0 if it will not say).
+/// The last time the host's clock told (ms since the epoch).
+static LAST_NOW_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Milliseconds since the epoch by the host's clock; when the clock
+/// hostcall fails, the last time it told. Never 0 once it has told: every
+/// expiry and window compared with 0 would read an old entry (a cached
+/// denial, an ended lease) as in force.
 pub fn now_ms() -> u64 {
-    abi::now_ns().map_or(0, |ns| ns / 1_000_000)
+    match abi::now_ns() {
+        Some(ns) => {
+            let ms = ns / 1_000_000;
+            LAST_NOW_MS.store(ms, Ordering::Relaxed);
+            ms
+        }
+        None => LAST_NOW_MS.load(Ordering::Relaxed),
+    }
 }
 
 impl SharedData for HostCalls<'_> {
