@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -O3 --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build image push test test-native test-wasm clippy demo soak bench clean
+.PHONY: help setup build image push test test-native test-wasm clippy demo soak bench sim clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -61,6 +61,9 @@ test-native: ## Unit tests natively, and the tests against real servers
 test-wasm: ## The filter's pure-logic unit tests inside wasm32 (wasm-bindgen-test)
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p ratelimit-filter --lib --target wasm32-unknown-unknown
+
+sim: setup build ## Simulate the real module under random schedules and faults for SIM_SECONDS (600); a violation prints its seed and schedule
+	SIM_SECONDS=$${SIM_SECONDS:-600} cargo test -q -p host-tests --test sim -- --nocapture
 
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo

@@ -472,6 +472,15 @@ impl Pending {
     {
         let config = env.config;
         let now = self.now_ms;
+        // Slots a decision whose answer was lost may hold all the same:
+        // released, to be sure (releasing a slot never taken changes nothing).
+        let maybe: Vec<Hold> = self
+            .decisions
+            .iter()
+            .filter(|d| matches!(&d.result, Some(Err(e)) if e.may_have_run()))
+            .flat_map(|d| d.takes(false))
+            .collect();
+        self.stranded.extend(maybe);
         let mut verdicts = std::mem::take(&mut self.known);
         for d in &self.decisions {
             match &d.result {

@@ -242,10 +242,13 @@ impl Worker {
         result: &Result<Vec<LimitOutcome>, StoreError>,
     ) {
         let Some(holds) = self.slots.orphans.remove(&(stream, decision)) else { return };
-        if let Ok(outcomes) = result {
-            if outcomes.iter().all(|o| o.allowed) {
-                self.release_slots(host, holds);
-            }
+        let taken = match result {
+            Ok(outcomes) => outcomes.iter().all(|o| o.allowed),
+            // Its answer lost: it may hold them all the same.
+            Err(e) => e.may_have_run(),
+        };
+        if taken {
+            self.release_slots(host, holds);
         }
     }
 }

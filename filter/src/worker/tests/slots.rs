@@ -272,3 +272,22 @@ fn a_slot_taken_by_a_decision_that_answered_is_released_when_the_stream_ends_bef
     assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
     assert_eq!(w.sizes(), (0, 0, 0));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_slot_whose_answer_was_lost_is_released_in_case_the_script_ran() {
+    let host = FakeHost::new();
+    let mut w = worker();
+    assert_eq!(w.on_request(&host, 1, &user("/", "a")), Action::Pause);
+    let id = op_of(&host, 0).1;
+    // Envoy's 504: the call timed out, and Redis may have taken the slot.
+    w.on_answer(&host, host.token(0), Answer::Http { status: Some(504), body: Vec::new() });
+    assert_eq!(*host.resumed.borrow(), [1], "fail open: the local share admits");
+    assert_eq!(op_of(&host, 1), ("r".to_string(), id));
+    // A stream gone before its lost answer: the same.
+    assert_eq!(w.on_request(&host, 2, &user("/", "b")), Action::Pause);
+    let id = op_of(&host, 2).1;
+    w.on_stream_end(&host, 2);
+    w.on_answer(&host, host.token(2), Answer::Http { status: Some(504), body: Vec::new() });
+    assert_eq!(op_of(&host, 3), ("r".to_string(), id));
+}

@@ -1,0 +1,73 @@
+//! What happens next, drawn from the seed: one step at a time.
+
+use host_tests::prng::Rng;
+use host_tests::wasm_host::Fault;
+
+/// The rules of the simulated configuration, by path.
+pub const RULES: [&str; 3] = ["fw", "tb", "cc"];
+/// Clients.
+pub const USERS: usize = 3;
+
+/// One step of a schedule.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// A request of `user` for rule `rule` on worker `vm`.
+    Begin { vm: usize, rule: usize, user: usize },
+    /// Deliver what is due (store replies, timeouts).
+    Deliver,
+    /// The `nth` live stream (modulo how many live) ends: completed by the
+    /// upstream if it was let through, or the client goes away.
+    End { nth: usize, hang_up: bool },
+    /// The proxy's clock moves forward.
+    Advance(u64),
+    /// From now on store calls meet these faults (none: the store answers).
+    Faults(Vec<(u32, Fault)>),
+    /// Worker `vm`'s VM is reloaded (its streams are gone with it).
+    Reload(usize),
+}
+
+/// Draws the next step.
+pub fn next(rng: &mut Rng, vms: usize, webdis: bool) -> Step {
+    let roll = rng.below(100);
+    match roll {
+        0..=39 => Step::Begin {
+            vm: rng.below(vms as u64) as usize,
+            rule: rng.below(RULES.len() as u64) as usize,
+            user: rng.below(USERS as u64) as usize,
+        },
+        40..=54 => Step::Deliver,
+        55..=69 => Step::End { nth: rng.below(1 << 16) as usize, hang_up: rng.below(3) == 0 },
+        70..=79 => Step::Advance(1 + rng.below(1_500)),
+        80..=88 => Step::Advance(1 + rng.below(40)),
+        89..=97 => Step::Faults(faults(rng, webdis)),
+        _ => Step::Reload(rng.below(vms as u64) as usize),
+    }
+}
+
+/// A fault regime: half the time a healthy store; else a mix of delays
+/// (past the 25 ms timeout too, so replies come back out of order or not
+/// at all), lost calls, timeouts, refused connections, error replies,
+/// replies delivered twice and (webdis) calls reset mid-answer.
+fn faults(rng: &mut Rng, webdis: bool) -> Vec<(u32, Fault)> {
+    if rng.below(2) == 0 {
+        return Vec::new();
+    }
+    let mut mix = vec![
+        (4, Fault::Pass),
+        (3, Fault::Delay(rng.below(60))),
+        (1, Fault::Drop),
+        (1, Fault::Timeout),
+        (1, Fault::ConnectFailure),
+        (1, Fault::Error("ERR simulated".into())),
+        (1, Fault::Twice),
+    ];
+    if webdis {
+        mix.push((1, Fault::Reset));
+    }
+    // A regime of one kind only, sometimes: the store down for a while.
+    if rng.below(4) == 0 {
+        let i = rng.below(mix.len() as u64) as usize;
+        return vec![mix.swap_remove(i)];
+    }
+    mix
+}

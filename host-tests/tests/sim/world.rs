@@ -1,0 +1,248 @@
+//! One simulated proxy: worker VMs of the real module over a real Redis
+//! (and webdis), the streams the schedule began, and what each client got.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use host_tests::prng::Rng;
+use host_tests::redis_server::RedisServer;
+use host_tests::wasm_host::{Artifact, Host, Request, State, StreamId};
+use host_tests::webdis::{with_credential, Webdis};
+use host_tests::windows::{start_clear_of_boundary, HOUR};
+use ratelimit::identity::digest;
+
+use crate::invariants::{self, Client};
+use crate::schedule::{self, Step, RULES, USERS};
+
+/// Worker VMs of the proxy.
+const VMS: usize = 3;
+const CLUSTER: &str = "store";
+
+/// Which build of the module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `ratelimit.wasm`: webdis over HTTP calls.
+    Webdis,
+    /// `ratelimit-redis.wasm`: Higress's Redis calls.
+    Redis,
+}
+
+/// What runs covered.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub schedules: u64,
+    pub requests: u64,
+    pub admitted: u64,
+    pub checks: u64,
+}
+
+impl Stats {
+    pub fn add(&mut self, other: &Stats) {
+        self.schedules += other.schedules;
+        self.requests += other.requests;
+        self.admitted += other.admitted;
+        self.checks += other.checks;
+    }
+}
+
+/// The plugin configuration: one rule per invariant (see `invariants`).
+fn config(kind: Kind) -> String {
+    let store = match kind {
+        Kind::Webdis => format!(r#""transport":"webdis","cluster":"{CLUSTER}""#),
+        Kind::Redis => format!(r#""transport":"redis","cluster":"{CLUSTER}?db=0""#),
+    };
+    let rules = r#"
+      {"name":"fw","match":{"path_prefix":"/fw"},"key":["header:x-user"],"failure_mode":"closed",
+       "limits":[{"algorithm":"fixed_window","limit":20,"window":"1h"}]},
+      {"name":"tb","match":{"path_prefix":"/tb"},"key":["header:x-user"],"failure_mode":"closed",
+       "lease":{"max_units":8,"max_age":"2s"},
+       "limits":[{"algorithm":"token_bucket","limit":20,"window":"1h","burst":20}]},
+      {"name":"cc","match":{"path_prefix":"/cc"},"key":["header:x-user"],"failure_mode":"closed",
+       "limits":[{"algorithm":"concurrency","limit":3,"max_hold":"60s"}]}"#;
+    with_credential(&format!(
+        r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h"}},"rules":[{rules}]}}"#
+    ))
+}
+
+/// A stream the schedule began.
+struct Tracked {
+    id: StreamId,
+    rule: usize,
+    user: usize,
+    /// Let through (counted once).
+    admitted: bool,
+}
+
+/// The proxy, its servers and what the schedule did.
+struct World {
+    host: Host,
+    redis: RedisServer,
+    _webdis: Option<Webdis>,
+    streams: Vec<Tracked>,
+    clients: Vec<Client>,
+    trace: String,
+    stats: Stats,
+    started: Instant,
+    seed: u64,
+    kind: Kind,
+}
+
+/// Runs `steps` steps of `seed`'s schedule on `kind`; panics with the
+/// schedule so far on the first violated invariant.
+pub fn run(seed: u64, kind: Kind, steps: usize) -> Stats {
+    // Every fixed window and bucket of the run in one real hour.
+    start_clear_of_boundary(HOUR, Duration::from_secs(60));
+    let redis = RedisServer::start();
+    let _: String =
+        redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut redis.connect()).unwrap();
+    let webdis = (kind == Kind::Webdis).then(|| Webdis::start(redis.port));
+    let (artifact, builder) = match kind {
+        Kind::Webdis => (Artifact::Webdis, None),
+        Kind::Redis => (Artifact::Redis, Some(redis.port)),
+    };
+    let mut b = Host::builder(artifact, &config(kind)).vms(VMS).record_traps().forget_calls();
+    b = match (&webdis, builder) {
+        (Some(w), _) => b.http_cluster(CLUSTER, w.port),
+        (None, Some(port)) => b.redis_cluster(CLUSTER, port),
+        (None, None) => unreachable!(),
+    };
+    let mut world = World {
+        host: b.start(),
+        redis,
+        _webdis: webdis,
+        streams: Vec::new(),
+        clients: vec![Client::default(); USERS],
+        trace: String::new(),
+        stats: Stats { schedules: 1, ..Stats::default() },
+        started: Instant::now(),
+        seed,
+        kind,
+    };
+    let mut rng = Rng::new(seed ^ (kind as u64) << 63);
+    for _ in 0..steps {
+        let step = schedule::next(&mut rng, VMS, kind == Kind::Webdis);
+        let _ = writeln!(world.trace, "{step:?}");
+        world.apply(&step);
+        world.settle();
+        world.check();
+    }
+    world.wind_down();
+    world.stats
+}
+
+impl World {
+    fn user(&self, user: usize) -> String {
+        format!("u{user}")
+    }
+
+    fn apply(&mut self, step: &Step) {
+        match step {
+            Step::Begin { vm, rule, user } => {
+                let path = format!("/{}/x", RULES[*rule]);
+                let request = Request::get(&path).header("x-user", &self.user(*user));
+                let id = self.host.begin(*vm, request);
+                self.stats.requests += 1;
+                self.streams.push(Tracked { id, rule: *rule, user: *user, admitted: false });
+            }
+            Step::Deliver => self.host.run_until_idle(),
+            Step::End { nth, hang_up } => {
+                if self.streams.is_empty() {
+                    return;
+                }
+                let t = self.streams.swap_remove(nth % self.streams.len());
+                let decided = !matches!(self.host.state(t.id), State::Waiting);
+                if decided && !hang_up {
+                    self.host.finish(t.id);
+                } else {
+                    self.host.close(t.id);
+                }
+                if t.admitted && RULES[t.rule] == "cc" {
+                    self.clients[t.user].cc_open -= 1;
+                }
+            }
+            Step::Advance(ms) => self.host.advance(*ms),
+            Step::Faults(mix) if mix.is_empty() => {
+                self.host.fault_mix(0, Vec::new());
+                self.host.fault_always(None);
+            }
+            Step::Faults(mix) => self.host.fault_mix(self.seed, mix.clone()),
+            Step::Reload(vm) => {
+                self.host.reload_vm(*vm);
+                // Its streams went with it (Envoy answered them 503).
+                let (gone, kept): (Vec<Tracked>, Vec<Tracked>) =
+                    std::mem::take(&mut self.streams).into_iter().partition(|t| t.id.vm == *vm);
+                self.streams = kept;
+                for t in gone.into_iter().filter(|t| RULES[t.rule] == "cc") {
+                    let c = &mut self.clients[t.user];
+                    c.cc_reloaded += 1;
+                    if t.admitted {
+                        c.cc_open -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts the streams let through since the last step.
+    fn settle(&mut self) {
+        for t in self.streams.iter_mut().filter(|t| !t.admitted) {
+            if self.host.state(t.id) == State::Continued {
+                t.admitted = true;
+                self.stats.admitted += 1;
+                let c = &mut self.clients[t.user];
+                match RULES[t.rule] {
+                    "fw" => c.fw_admitted += 1,
+                    "tb" => c.tb_admitted += 1,
+                    _ => c.cc_open += 1,
+                }
+            }
+        }
+    }
+
+    fn check(&mut self) {
+        let traps = self.host.traps();
+        if !traps.is_empty() {
+            self.fail(&format!("no_trap: {traps:?}"));
+        }
+        let secs = self.started.elapsed().as_secs();
+        for (user, client) in self.clients.iter().enumerate() {
+            self.stats.checks += 1;
+            if let Err(v) = invariants::check(client, secs) {
+                self.fail(&format!("{v} (client u{user})"));
+            }
+        }
+    }
+
+    /// Every stream ends, the store heals, every call settles: no slot is
+    /// left but those a failed release leaves to expire; a healthy store
+    /// decides (never a 503).
+    fn wind_down(&mut self) {
+        self.host.fault_mix(0, Vec::new());
+        self.host.fault_always(None);
+        self.host.advance(3_000);
+        for t in std::mem::take(&mut self.streams) {
+            self.host.close(t.id);
+        }
+        self.host.advance(3_000);
+        let failures = self.host.counter("ratelimit.cc.slot_store_errors");
+        for user in 0..USERS {
+            let key = format!("t:{{{}}}:cc:cc", digest(&self.user(user)));
+            let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis.connect()).unwrap();
+            self.stats.checks += 1;
+            if let Err(v) = invariants::check_released(left, failures, self.clients[user].cc_reloaded) {
+                self.fail(&format!("{v} (client u{user})"));
+            }
+        }
+        let fresh = self.host.send(0, Request::get("/fw/x").header("x-user", "after"));
+        if fresh.status != 200 {
+            self.fail(&format!("healthy_store_decides: a fresh client got {} once the store healed", fresh.status));
+        }
+    }
+
+    fn fail(&self, violation: &str) -> ! {
+        panic!(
+            "sim: seed {} ({:?}) violated {violation}\nreplay: SIM_SEED={} cargo test -p host-tests --test sim\nschedule:\n{}",
+            self.seed, self.kind, self.seed, self.trace
+        );
+    }
+}
