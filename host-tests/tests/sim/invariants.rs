@@ -10,6 +10,9 @@ pub const TB_BURST: u64 = 20;
 /// `concurrency` 3, fail closed, `max_hold` 60 s.
 pub const CC_LIMIT: u64 = 3;
 
+/// `concurrency` 2, fail open (`fleet_size` 1: the local share is 2).
+pub const CO_LIMIT: u64 = 2;
+
 /// What the simulation has seen of one client.
 #[derive(Clone, Debug, Default)]
 pub struct Client {
@@ -22,6 +25,10 @@ pub struct Client {
     /// Streams of `cc` a VM reload took away (let through or still
     /// deciding): their slots expire within `max_hold`, nobody releases them.
     pub cc_reloaded: u64,
+    /// Streams of `co` let through and not ended.
+    pub co_open: u64,
+    /// Whether a `co` stream of it was let through in this step.
+    pub co_new: bool,
 }
 
 /// A violated invariant: its name and what was seen.
@@ -55,6 +62,20 @@ pub fn check_released(slots_left: u64, release_failures: i64, reloaded: u64) -> 
     if slots_left > allowed {
         return Err(format!(
             "concurrency.released: {slots_left} slots left in the store after every stream ended, {release_failures} releases failed, {reloaded} streams lost in reloads"
+        ));
+    }
+    Ok(())
+}
+
+/// `concurrency.after_outage`: a step in which the store took `co` slots
+/// and the local share took none leaves at most the limit in flight, the
+/// streams the local share admitted during an outage included (the
+/// proxy's takes count them until they move into the store).
+pub fn check_after_outage(client: &Client, store_took: bool, local_took: bool) -> Result<(), Violation> {
+    if store_took && !local_took && client.co_open > CO_LIMIT {
+        return Err(format!(
+            "concurrency.after_outage: the store admitted while {} streams are in flight, limit {CO_LIMIT}",
+            client.co_open
         ));
     }
     Ok(())

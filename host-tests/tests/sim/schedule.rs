@@ -4,7 +4,7 @@ use host_tests::prng::Rng;
 use host_tests::wasm_host::Fault;
 
 /// The rules of the simulated configuration, by path.
-pub const RULES: [&str; 3] = ["fw", "tb", "cc"];
+pub const RULES: [&str; 4] = ["fw", "tb", "cc", "co"];
 /// Clients.
 pub const USERS: usize = 3;
 

@@ -58,7 +58,9 @@ fn config(kind: Kind) -> String {
        "lease":{"max_units":8,"max_age":"2s"},
        "limits":[{"algorithm":"token_bucket","limit":20,"window":"1h","burst":20}]},
       {"name":"cc","match":{"path_prefix":"/cc"},"key":["header:x-user"],"failure_mode":"closed",
-       "limits":[{"algorithm":"concurrency","limit":3,"max_hold":"60s"}]}"#;
+       "limits":[{"algorithm":"concurrency","limit":3,"max_hold":"60s"}]},
+      {"name":"co","match":{"path_prefix":"/co"},"key":["header:x-user"],"failure_mode":"open",
+       "limits":[{"algorithm":"concurrency","limit":2,"max_hold":"60s"}]}"#;
     with_credential(&format!(
         r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h"}},"rules":[{rules}]}}"#
     ))
@@ -85,6 +87,8 @@ struct World {
     started: Instant,
     seed: u64,
     kind: Kind,
+    /// `co`'s slots taken in the store and in the local share so far.
+    co_taken: (i64, i64),
 }
 
 /// Runs `steps` steps of `seed`'s schedule on `kind`; panics with the
@@ -117,6 +121,7 @@ pub fn run(seed: u64, kind: Kind, steps: usize) -> Stats {
         started: Instant::now(),
         seed,
         kind,
+        co_taken: (0, 0),
     };
     let mut rng = Rng::new(seed ^ (kind as u64) << 63);
     for _ in 0..steps {
@@ -156,8 +161,8 @@ impl World {
                 } else {
                     self.host.close(t.id);
                 }
-                if t.admitted && RULES[t.rule] == "cc" {
-                    self.clients[t.user].cc_open -= 1;
+                if t.admitted {
+                    self.close_open(&t);
                 }
             }
             Step::Advance(ms) => self.host.advance(*ms),
@@ -172,11 +177,12 @@ impl World {
                 let (gone, kept): (Vec<Tracked>, Vec<Tracked>) =
                     std::mem::take(&mut self.streams).into_iter().partition(|t| t.id.vm == *vm);
                 self.streams = kept;
-                for t in gone.into_iter().filter(|t| RULES[t.rule] == "cc") {
-                    let c = &mut self.clients[t.user];
-                    c.cc_reloaded += 1;
+                for t in gone {
+                    if RULES[t.rule] == "cc" {
+                        self.clients[t.user].cc_reloaded += 1;
+                    }
                     if t.admitted {
-                        c.cc_open -= 1;
+                        self.close_open(&t);
                     }
                 }
             }
@@ -193,13 +199,41 @@ impl World {
                 match RULES[t.rule] {
                     "fw" => c.fw_admitted += 1,
                     "tb" => c.tb_admitted += 1,
-                    _ => c.cc_open += 1,
+                    "cc" => c.cc_open += 1,
+                    _ => {
+                        c.co_open += 1;
+                        c.co_new = true;
+                    }
                 }
             }
         }
     }
 
+    /// A stream let through ended (or went with its VM).
+    fn close_open(&mut self, t: &Tracked) {
+        let c = &mut self.clients[t.user];
+        match RULES[t.rule] {
+            "cc" => c.cc_open -= 1,
+            "co" => c.co_open -= 1,
+            _ => {}
+        }
+    }
+
     fn check(&mut self) {
+        let taken =
+            (self.host.counter("ratelimit.co.slots_taken"), self.host.counter("ratelimit.co.slots_taken_locally"));
+        let (store_took, local_took) = (taken.0 > self.co_taken.0, taken.1 > self.co_taken.1);
+        self.co_taken = taken;
+        // The counters are per rule: checked when one client alone got `co` streams this step.
+        let new: Vec<usize> = (0..USERS).filter(|&u| self.clients[u].co_new).collect();
+        if let [user] = new[..] {
+            if let Err(v) = invariants::check_after_outage(&self.clients[user], store_took, local_took) {
+                self.fail(&format!("{v} (client u{user})"));
+            }
+        }
+        for c in &mut self.clients {
+            c.co_new = false;
+        }
         let traps = self.host.traps();
         if !traps.is_empty() {
             self.fail(&format!("no_trap: {traps:?}"));
