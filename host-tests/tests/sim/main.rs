@@ -5,7 +5,8 @@
 //! delayed past the timeout and so reordered, lost, failed or refused,
 //! clock steps, and VM reloads. After every step it checks the invariants
 //! README's Guarantees name (see `invariants`). A failing seed prints its
-//! schedule up to the violation; `SIM_SEED=<n>` replays one seed.
+//! schedule shrunk to the steps that still violate the same invariant;
+//! `SIM_SEED=<n>` replays one seed.
 //!
 //! `make test` runs fixed seeds and a few fresh ones (printed); `make sim`
 //! runs fresh seeds for `SIM_SECONDS` (default 600).
@@ -21,8 +22,11 @@ use std::time::{Duration, Instant};
 
 use world::Kind;
 
-/// Seeds every `make test` runs (each once found nothing; a seed that once
-/// found something joins them with its fix).
+/// Seeds every `make test` runs. Seed 1 is a regression: on the module
+/// before streams of the local share counted in the store's takes, it
+/// violates `concurrency.after_outage` (shrunk to 18 steps: two streams
+/// of one client let through while every store call failed, then a third
+/// admitted by the healed store).
 const FIXED_SEEDS: [u64; 4] = [1, 2, 3, 0x5EED_0032];
 /// Steps of one schedule.
 const STEPS: usize = 400;

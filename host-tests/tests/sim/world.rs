@@ -1,7 +1,6 @@
 //! One simulated proxy: worker VMs of the real module over a real Redis
 //! (and webdis), the streams the schedule began, and what each client got.
 
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use host_tests::prng::Rng;
@@ -82,33 +81,82 @@ struct World {
     _webdis: Option<Webdis>,
     streams: Vec<Tracked>,
     clients: Vec<Client>,
-    trace: String,
     stats: Stats,
     started: Instant,
+    /// Seeds the fault mixes.
     seed: u64,
-    kind: Kind,
     /// `co`'s slots taken in the store and in the local share so far.
     co_taken: (i64, i64),
 }
 
-/// Runs `steps` steps of `seed`'s schedule on `kind`; panics with the
-/// schedule so far on the first violated invariant.
+/// Runs `steps` steps of `seed`'s schedule on `kind`; panics on the first
+/// violated invariant with the schedule shrunk to what still violates it.
 pub fn run(seed: u64, kind: Kind, steps: usize) -> Stats {
+    let mut rng = Rng::new(seed ^ (kind as u64) << 63);
+    let schedule: Vec<Step> = (0..steps).map(|_| schedule::next(&mut rng, VMS, kind == Kind::Webdis)).collect();
+    let violation = match replay(seed, kind, &schedule) {
+        Ok(stats) => return stats,
+        Err(v) => v,
+    };
+    let shrunk = shrink(seed, kind, schedule, &violation);
+    let steps: String = shrunk.iter().map(|s| format!("  {s:?}\n")).collect();
+    panic!(
+        "sim: seed {seed} ({kind:?}) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps:\n{steps}",
+        shrunk.len()
+    );
+}
+
+/// The invariant a violation names (its text up to the colon).
+fn name(violation: &str) -> &str {
+    violation.split(':').next().unwrap_or(violation)
+}
+
+/// Cuts `schedule` down while it still violates the invariant `violation`
+/// names: chunks of halves, quarters, ... removed in turn (ddmin-like), a
+/// bounded number of replays.
+fn shrink(seed: u64, kind: Kind, mut schedule: Vec<Step>, violation: &str) -> Vec<Step> {
+    let mut replays = 0;
+    let mut chunk = schedule.len() / 2;
+    while chunk > 0 && replays < 200 {
+        let mut at = 0;
+        while at < schedule.len() && replays < 200 {
+            let mut shorter = schedule.clone();
+            shorter.drain(at..(at + chunk).min(schedule.len()));
+            replays += 1;
+            let still = matches!(replay(seed, kind, &shorter), Err(v) if name(&v) == name(violation));
+            if still {
+                schedule = shorter;
+            } else {
+                at += chunk;
+            }
+        }
+        chunk /= 2;
+    }
+    schedule
+}
+
+/// Runs `schedule` on a fresh proxy and store: what it covered, or the
+/// first violated invariant.
+fn replay(seed: u64, kind: Kind, schedule: &[Step]) -> Result<Stats, String> {
     // Every fixed window and bucket of the run in one real hour.
     start_clear_of_boundary(HOUR, Duration::from_secs(60));
     let redis = RedisServer::start();
     let _: String =
         redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut redis.connect()).unwrap();
     let webdis = (kind == Kind::Webdis).then(|| Webdis::start(redis.port));
-    let (artifact, builder) = match kind {
-        Kind::Webdis => (Artifact::Webdis, None),
-        Kind::Redis => (Artifact::Redis, Some(redis.port)),
-    };
-    let mut b = Host::builder(artifact, &config(kind)).vms(VMS).record_traps().forget_calls();
-    b = match (&webdis, builder) {
-        (Some(w), _) => b.http_cluster(CLUSTER, w.port),
-        (None, Some(port)) => b.redis_cluster(CLUSTER, port),
-        (None, None) => unreachable!(),
+    let mut b = Host::builder(
+        match kind {
+            Kind::Webdis => Artifact::Webdis,
+            Kind::Redis => Artifact::Redis,
+        },
+        &config(kind),
+    )
+    .vms(VMS)
+    .record_traps()
+    .forget_calls();
+    b = match &webdis {
+        Some(w) => b.http_cluster(CLUSTER, w.port),
+        None => b.redis_cluster(CLUSTER, redis.port),
     };
     let mut world = World {
         host: b.start(),
@@ -116,23 +164,18 @@ pub fn run(seed: u64, kind: Kind, steps: usize) -> Stats {
         _webdis: webdis,
         streams: Vec::new(),
         clients: vec![Client::default(); USERS],
-        trace: String::new(),
         stats: Stats { schedules: 1, ..Stats::default() },
         started: Instant::now(),
         seed,
-        kind,
         co_taken: (0, 0),
     };
-    let mut rng = Rng::new(seed ^ (kind as u64) << 63);
-    for _ in 0..steps {
-        let step = schedule::next(&mut rng, VMS, kind == Kind::Webdis);
-        let _ = writeln!(world.trace, "{step:?}");
-        world.apply(&step);
+    for (i, step) in schedule.iter().enumerate() {
+        world.apply(step);
         world.settle();
-        world.check();
+        world.check().map_err(|v| format!("{v} at step {i}"))?;
     }
-    world.wind_down();
-    world.stats
+    world.wind_down()?;
+    Ok(world.stats)
 }
 
 impl World {
@@ -219,7 +262,7 @@ impl World {
         }
     }
 
-    fn check(&mut self) {
+    fn check(&mut self) -> Result<(), String> {
         let taken =
             (self.host.counter("ratelimit.co.slots_taken"), self.host.counter("ratelimit.co.slots_taken_locally"));
         let (store_took, local_took) = (taken.0 > self.co_taken.0, taken.1 > self.co_taken.1);
@@ -227,30 +270,28 @@ impl World {
         // The counters are per rule: checked when one client alone got `co` streams this step.
         let new: Vec<usize> = (0..USERS).filter(|&u| self.clients[u].co_new).collect();
         if let [user] = new[..] {
-            if let Err(v) = invariants::check_after_outage(&self.clients[user], store_took, local_took) {
-                self.fail(&format!("{v} (client u{user})"));
-            }
+            invariants::check_after_outage(&self.clients[user], store_took, local_took)
+                .map_err(|v| format!("{v} (client u{user})"))?;
         }
         for c in &mut self.clients {
             c.co_new = false;
         }
         let traps = self.host.traps();
         if !traps.is_empty() {
-            self.fail(&format!("no_trap: {traps:?}"));
+            return Err(format!("no_trap: {traps:?}"));
         }
         let secs = self.started.elapsed().as_secs();
         for (user, client) in self.clients.iter().enumerate() {
             self.stats.checks += 1;
-            if let Err(v) = invariants::check(client, secs) {
-                self.fail(&format!("{v} (client u{user})"));
-            }
+            invariants::check(client, secs).map_err(|v| format!("{v} (client u{user})"))?;
         }
+        Ok(())
     }
 
     /// Every stream ends, the store heals, every call settles: no slot is
     /// left but those a failed release leaves to expire; a healthy store
     /// decides (never a 503).
-    fn wind_down(&mut self) {
+    fn wind_down(&mut self) -> Result<(), String> {
         self.host.fault_mix(0, Vec::new());
         self.host.fault_always(None);
         self.host.advance(3_000);
@@ -263,20 +304,13 @@ impl World {
             let key = format!("t:{{{}}}:cc:cc", digest(&self.user(user)));
             let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis.connect()).unwrap();
             self.stats.checks += 1;
-            if let Err(v) = invariants::check_released(left, failures, self.clients[user].cc_reloaded) {
-                self.fail(&format!("{v} (client u{user})"));
-            }
+            invariants::check_released(left, failures, self.clients[user].cc_reloaded)
+                .map_err(|v| format!("{v} (client u{user})"))?;
         }
         let fresh = self.host.send(0, Request::get("/fw/x").header("x-user", "after"));
         if fresh.status != 200 {
-            self.fail(&format!("healthy_store_decides: a fresh client got {} once the store healed", fresh.status));
+            return Err(format!("healthy_store_decides: a fresh client got {} once the store healed", fresh.status));
         }
-    }
-
-    fn fail(&self, violation: &str) -> ! {
-        panic!(
-            "sim: seed {} ({:?}) violated {violation}\nreplay: SIM_SEED={} cargo test -p host-tests --test sim\nschedule:\n{}",
-            self.seed, self.kind, self.seed, self.trace
-        );
+        Ok(())
     }
 }
