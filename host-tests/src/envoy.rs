@@ -127,6 +127,22 @@ pub fn start_from_template(
     Envoy::start(&config, listener, admin, concurrency)
 }
 
+/// envoy.yaml rendered on fresh loopback ports with `dist/ratelimit.wasm`
+/// and `plugin_config`, for a test that edits it before starting Envoy:
+/// the text, its listener port and its admin port.
+pub fn render_on_fresh_ports(backend: u16, webdis: u16, plugin_config: &str) -> (String, u16, u16) {
+    let (listener, admin) = (free_port(), free_port());
+    let text = render(&EnvoyTemplate {
+        listener,
+        admin,
+        backend,
+        webdis,
+        module: dist("ratelimit.wasm").display().to_string(),
+        plugin_config: Some(plugin_config.to_string()),
+    });
+    (text, listener, admin)
+}
+
 /// A change a test makes to the rendered envoy.yaml: `from` (which must
 /// occur exactly once) becomes `to`. A test that differs from the shipped
 /// file says exactly where.

@@ -9,10 +9,8 @@ use std::time::{Duration, Instant};
 
 use host_tests::backend::Backend;
 use host_tests::bench::redis_info::command_stat;
-use host_tests::envoy::{config_text, render, start_from_template, Envoy, EnvoyTemplate};
+use host_tests::envoy::{config_text, render_on_fresh_ports, start_from_template, Envoy};
 use host_tests::http::{agent, send};
-use host_tests::paths::dist;
-use host_tests::process::free_port;
 use host_tests::redis_server::RedisServer;
 use host_tests::stack::Stack;
 use host_tests::store_acl::{allowed_commands, readme_rules, script_commands, set_user};
@@ -185,15 +183,7 @@ fn a_password_from_the_vms_environment_decides_and_never_shows_on_the_admin_port
     let redis = RedisServer::start();
     let webdis = Webdis::start(redis.port);
     let backend = Backend::start();
-    let (listener, admin) = (free_port(), free_port());
-    let rendered = render(&EnvoyTemplate {
-        listener,
-        admin,
-        backend: backend.port,
-        webdis: webdis.port,
-        module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(config),
-    });
+    let (rendered, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, &config);
     let runtime = "                  runtime: envoy.wasm.runtime.v8\n";
     assert_eq!(rendered.matches(runtime).count(), 1);
     let keys = format!("{runtime}                  environment_variables: {{ host_env_keys: [\"{VAR}\"] }}\n");

@@ -3,9 +3,8 @@
 //! in shared data, so a store that fails for one never shuts the other.
 
 use host_tests::backend::Backend;
-use host_tests::envoy::{render, Envoy, EnvoyTemplate};
+use host_tests::envoy::{render_on_fresh_ports, Envoy};
 use host_tests::http::{agent, send};
-use host_tests::paths::dist;
 use host_tests::process::free_port;
 use host_tests::redis_server::RedisServer;
 use host_tests::webdis::{with_credential, Webdis};
@@ -36,15 +35,7 @@ fn a_failing_store_of_one_plugin_never_opens_the_breaker_of_another_on_the_same_
     )
     .replace(r#""domain":"t""#, r#""domain":"u""#)
     .replace(r#""cluster":"ratelimit_store""#, r#""cluster":"dead_store""#);
-    let (listener, admin) = (free_port(), free_port());
-    let config = render(&EnvoyTemplate {
-        listener,
-        admin,
-        backend: backend.port,
-        webdis: webdis.port,
-        module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(a),
-    });
+    let (config, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, &a);
     // The second filter: the same VM (vm_id, runtime, code), another plugin.
     let first = wasm_filter(&config);
     let value_at = first.find("value: '").unwrap();
