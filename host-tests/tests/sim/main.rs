@@ -31,11 +31,14 @@ const FIXED_SEEDS: [u64; 4] = [1, 2, 3, 0x5EED_0032];
 /// Steps of one schedule.
 const STEPS: usize = 400;
 
-/// Runs `seed` on both transports; panics with the reproduction on a violation.
+/// Runs `seed` on both transports, with one proxy and with a fleet of two
+/// sharing the store; panics with the reproduction on a violation.
 fn run_seed(seed: u64) -> world::Stats {
     let mut total = world::Stats::default();
     for kind in [Kind::Webdis, Kind::Redis] {
-        total.add(&world::run(seed, kind, STEPS));
+        for proxies in [1, 2] {
+            total.add(&world::run(seed, kind, proxies, STEPS));
+        }
     }
     total
 }

@@ -11,8 +11,8 @@ pub const USERS: usize = 3;
 /// One step of a schedule.
 #[derive(Clone, Debug)]
 pub enum Step {
-    /// A request of `user` for rule `rule` on worker `vm`.
-    Begin { vm: usize, rule: usize, user: usize },
+    /// A request of `user` for rule `rule` on worker `vm` of proxy `proxy`.
+    Begin { proxy: usize, vm: usize, rule: usize, user: usize },
     /// Deliver what is due (store replies, timeouts).
     Deliver,
     /// The `nth` live stream (modulo how many live) ends: completed by the
@@ -20,17 +20,20 @@ pub enum Step {
     End { nth: usize, hang_up: bool },
     /// The proxy's clock moves forward.
     Advance(u64),
-    /// From now on store calls meet these faults (none: the store answers).
-    Faults(Vec<(u32, Fault)>),
-    /// Worker `vm`'s VM is reloaded (its streams are gone with it).
-    Reload(usize),
+    /// From now on proxy `proxy`'s store calls meet these faults (none:
+    /// the store answers).
+    Faults { proxy: usize, mix: Vec<(u32, Fault)> },
+    /// Worker `vm`'s VM of proxy `proxy` is reloaded (its streams are gone with it).
+    Reload { proxy: usize, vm: usize },
 }
 
-/// Draws the next step.
-pub fn next(rng: &mut Rng, vms: usize, webdis: bool) -> Step {
+/// Draws the next step for `proxies` proxies of `vms` workers each.
+pub fn next(rng: &mut Rng, proxies: usize, vms: usize, webdis: bool) -> Step {
     let roll = rng.below(100);
+    let proxy = rng.below(proxies as u64) as usize;
     match roll {
         0..=39 => Step::Begin {
+            proxy,
             vm: rng.below(vms as u64) as usize,
             rule: rng.below(RULES.len() as u64) as usize,
             user: rng.below(USERS as u64) as usize,
@@ -39,8 +42,8 @@ pub fn next(rng: &mut Rng, vms: usize, webdis: bool) -> Step {
         55..=69 => Step::End { nth: rng.below(1 << 16) as usize, hang_up: rng.below(3) == 0 },
         70..=79 => Step::Advance(1 + rng.below(1_500)),
         80..=88 => Step::Advance(1 + rng.below(40)),
-        89..=97 => Step::Faults(faults(rng, webdis)),
-        _ => Step::Reload(rng.below(vms as u64) as usize),
+        89..=97 => Step::Faults { proxy, mix: faults(rng, webdis) },
+        _ => Step::Reload { proxy, vm: rng.below(vms as u64) as usize },
     }
 }
 

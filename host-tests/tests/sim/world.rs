@@ -67,6 +67,7 @@ fn config(kind: Kind) -> String {
 
 /// A stream the schedule began.
 struct Tracked {
+    proxy: usize,
     id: StreamId,
     rule: usize,
     user: usize,
@@ -74,9 +75,9 @@ struct Tracked {
     admitted: bool,
 }
 
-/// The proxy, its servers and what the schedule did.
+/// The proxies, their servers and what the schedule did.
 struct World {
-    host: Host,
+    hosts: Vec<Host>,
     redis: RedisServer,
     _webdis: Option<Webdis>,
     streams: Vec<Tracked>,
@@ -89,19 +90,21 @@ struct World {
     co_taken: (i64, i64),
 }
 
-/// Runs `steps` steps of `seed`'s schedule on `kind`; panics on the first
-/// violated invariant with the schedule shrunk to what still violates it.
-pub fn run(seed: u64, kind: Kind, steps: usize) -> Stats {
-    let mut rng = Rng::new(seed ^ (kind as u64) << 63);
-    let schedule: Vec<Step> = (0..steps).map(|_| schedule::next(&mut rng, VMS, kind == Kind::Webdis)).collect();
-    let violation = match replay(seed, kind, &schedule) {
+/// Runs `steps` steps of `seed`'s schedule on `kind` with `proxies`
+/// proxies sharing the store; panics on the first violated invariant with
+/// the schedule shrunk to what still violates it.
+pub fn run(seed: u64, kind: Kind, proxies: usize, steps: usize) -> Stats {
+    let mut rng = Rng::new(seed ^ (kind as u64) << 63 ^ (proxies as u64) << 48);
+    let schedule: Vec<Step> =
+        (0..steps).map(|_| schedule::next(&mut rng, proxies, VMS, kind == Kind::Webdis)).collect();
+    let violation = match replay(seed, kind, proxies, &schedule) {
         Ok(stats) => return stats,
         Err(v) => v,
     };
-    let shrunk = shrink(seed, kind, schedule, &violation);
+    let shrunk = shrink(seed, kind, proxies, schedule, &violation);
     let steps: String = shrunk.iter().map(|s| format!("  {s:?}\n")).collect();
     panic!(
-        "sim: seed {seed} ({kind:?}) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps:\n{steps}",
+        "sim: seed {seed} ({kind:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps:\n{steps}",
         shrunk.len()
     );
 }
@@ -114,7 +117,7 @@ fn name(violation: &str) -> &str {
 /// Cuts `schedule` down while it still violates the invariant `violation`
 /// names: chunks of halves, quarters, ... removed in turn (ddmin-like), a
 /// bounded number of replays.
-fn shrink(seed: u64, kind: Kind, mut schedule: Vec<Step>, violation: &str) -> Vec<Step> {
+fn shrink(seed: u64, kind: Kind, proxies: usize, mut schedule: Vec<Step>, violation: &str) -> Vec<Step> {
     let mut replays = 0;
     let mut chunk = schedule.len() / 2;
     while chunk > 0 && replays < 200 {
@@ -123,7 +126,7 @@ fn shrink(seed: u64, kind: Kind, mut schedule: Vec<Step>, violation: &str) -> Ve
             let mut shorter = schedule.clone();
             shorter.drain(at..(at + chunk).min(schedule.len()));
             replays += 1;
-            let still = matches!(replay(seed, kind, &shorter), Err(v) if name(&v) == name(violation));
+            let still = matches!(replay(seed, kind, proxies, &shorter), Err(v) if name(&v) == name(violation));
             if still {
                 schedule = shorter;
             } else {
@@ -135,31 +138,30 @@ fn shrink(seed: u64, kind: Kind, mut schedule: Vec<Step>, violation: &str) -> Ve
     schedule
 }
 
-/// Runs `schedule` on a fresh proxy and store: what it covered, or the
+/// Runs `schedule` on fresh proxies and store: what it covered, or the
 /// first violated invariant.
-fn replay(seed: u64, kind: Kind, schedule: &[Step]) -> Result<Stats, String> {
+fn replay(seed: u64, kind: Kind, proxies: usize, schedule: &[Step]) -> Result<Stats, String> {
     // Every fixed window and bucket of the run in one real hour.
     start_clear_of_boundary(HOUR, Duration::from_secs(60));
     let redis = RedisServer::start();
     let _: String =
         redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut redis.connect()).unwrap();
     let webdis = (kind == Kind::Webdis).then(|| Webdis::start(redis.port));
-    let mut b = Host::builder(
-        match kind {
+    let proxy = || {
+        let artifact = match kind {
             Kind::Webdis => Artifact::Webdis,
             Kind::Redis => Artifact::Redis,
-        },
-        &config(kind),
-    )
-    .vms(VMS)
-    .record_traps()
-    .forget_calls();
-    b = match &webdis {
-        Some(w) => b.http_cluster(CLUSTER, w.port),
-        None => b.redis_cluster(CLUSTER, redis.port),
+        };
+        let b = Host::builder(artifact, &config(kind)).vms(VMS).record_traps().forget_calls();
+        match &webdis {
+            Some(w) => b.http_cluster(CLUSTER, w.port),
+            None => b.redis_cluster(CLUSTER, redis.port),
+        }
+        .start()
     };
+    let hosts: Vec<Host> = (0..proxies).map(|_| proxy()).collect();
     let mut world = World {
-        host: b.start(),
+        hosts,
         redis,
         _webdis: webdis,
         streams: Vec::new(),
@@ -185,40 +187,42 @@ impl World {
 
     fn apply(&mut self, step: &Step) {
         match step {
-            Step::Begin { vm, rule, user } => {
+            Step::Begin { proxy, vm, rule, user } => {
                 let path = format!("/{}/x", RULES[*rule]);
                 let request = Request::get(&path).header("x-user", &self.user(*user));
-                let id = self.host.begin(*vm, request);
+                let id = self.hosts[*proxy].begin(*vm, request);
                 self.stats.requests += 1;
-                self.streams.push(Tracked { id, rule: *rule, user: *user, admitted: false });
+                self.streams.push(Tracked { proxy: *proxy, id, rule: *rule, user: *user, admitted: false });
             }
-            Step::Deliver => self.host.run_until_idle(),
+            Step::Deliver => self.hosts.iter_mut().for_each(Host::run_until_idle),
             Step::End { nth, hang_up } => {
                 if self.streams.is_empty() {
                     return;
                 }
                 let t = self.streams.swap_remove(nth % self.streams.len());
-                let decided = !matches!(self.host.state(t.id), State::Waiting);
+                let host = &mut self.hosts[t.proxy];
+                let decided = !matches!(host.state(t.id), State::Waiting);
                 if decided && !hang_up {
-                    self.host.finish(t.id);
+                    host.finish(t.id);
                 } else {
-                    self.host.close(t.id);
+                    host.close(t.id);
                 }
                 if t.admitted {
                     self.close_open(&t);
                 }
             }
-            Step::Advance(ms) => self.host.advance(*ms),
-            Step::Faults(mix) if mix.is_empty() => {
-                self.host.fault_mix(0, Vec::new());
-                self.host.fault_always(None);
+            // One clock for the fleet.
+            Step::Advance(ms) => self.hosts.iter_mut().for_each(|h| h.advance(*ms)),
+            Step::Faults { proxy, mix } if mix.is_empty() => {
+                self.hosts[*proxy].fault_mix(0, Vec::new());
+                self.hosts[*proxy].fault_always(None);
             }
-            Step::Faults(mix) => self.host.fault_mix(self.seed, mix.clone()),
-            Step::Reload(vm) => {
-                self.host.reload_vm(*vm);
+            Step::Faults { proxy, mix } => self.hosts[*proxy].fault_mix(self.seed, mix.clone()),
+            Step::Reload { proxy, vm } => {
+                self.hosts[*proxy].reload_vm(*vm);
                 // Its streams went with it (Envoy answered them 503).
                 let (gone, kept): (Vec<Tracked>, Vec<Tracked>) =
-                    std::mem::take(&mut self.streams).into_iter().partition(|t| t.id.vm == *vm);
+                    std::mem::take(&mut self.streams).into_iter().partition(|t| t.proxy == *proxy && t.id.vm == *vm);
                 self.streams = kept;
                 for t in gone {
                     if RULES[t.rule] == "cc" {
@@ -235,7 +239,7 @@ impl World {
     /// Counts the streams let through since the last step.
     fn settle(&mut self) {
         for t in self.streams.iter_mut().filter(|t| !t.admitted) {
-            if self.host.state(t.id) == State::Continued {
+            if self.hosts[t.proxy].state(t.id) == State::Continued {
                 t.admitted = true;
                 self.stats.admitted += 1;
                 let c = &mut self.clients[t.user];
@@ -263,22 +267,26 @@ impl World {
     }
 
     fn check(&mut self) -> Result<(), String> {
-        let taken =
-            (self.host.counter("ratelimit.co.slots_taken"), self.host.counter("ratelimit.co.slots_taken_locally"));
+        let taken = (self.sum("ratelimit.co.slots_taken"), self.sum("ratelimit.co.slots_taken_locally"));
         let (store_took, local_took) = (taken.0 > self.co_taken.0, taken.1 > self.co_taken.1);
         self.co_taken = taken;
-        // The counters are per rule: checked when one client alone got `co` streams this step.
+        // The counters are per rule: checked when one client alone got `co`
+        // streams this step, with one proxy (another proxy's local streams
+        // are unseen until its renewals move them: README's bound).
         let new: Vec<usize> = (0..USERS).filter(|&u| self.clients[u].co_new).collect();
-        if let [user] = new[..] {
+        if let ([user], 1) = (new.as_slice(), self.hosts.len()) {
+            let user = *user;
             invariants::check_after_outage(&self.clients[user], store_took, local_took)
                 .map_err(|v| format!("{v} (client u{user})"))?;
         }
         for c in &mut self.clients {
             c.co_new = false;
         }
-        let traps = self.host.traps();
-        if !traps.is_empty() {
-            return Err(format!("no_trap: {traps:?}"));
+        for host in &self.hosts {
+            let traps = host.traps();
+            if !traps.is_empty() {
+                return Err(format!("no_trap: {traps:?}"));
+            }
         }
         let secs = self.started.elapsed().as_secs();
         for (user, client) in self.clients.iter().enumerate() {
@@ -291,15 +299,22 @@ impl World {
     /// Every stream ends, the store heals, every call settles: no slot is
     /// left but those a failed release leaves to expire; a healthy store
     /// decides (never a 503).
+    /// A counter summed over the proxies.
+    fn sum(&self, name: &str) -> i64 {
+        self.hosts.iter().map(|h| h.counter(name)).sum()
+    }
+
     fn wind_down(&mut self) -> Result<(), String> {
-        self.host.fault_mix(0, Vec::new());
-        self.host.fault_always(None);
-        self.host.advance(3_000);
-        for t in std::mem::take(&mut self.streams) {
-            self.host.close(t.id);
+        for host in &mut self.hosts {
+            host.fault_mix(0, Vec::new());
+            host.fault_always(None);
+            host.advance(3_000);
         }
-        self.host.advance(3_000);
-        let failures = self.host.counter("ratelimit.cc.slot_store_errors");
+        for t in std::mem::take(&mut self.streams) {
+            self.hosts[t.proxy].close(t.id);
+        }
+        self.hosts.iter_mut().for_each(|h| h.advance(3_000));
+        let failures = self.sum("ratelimit.cc.slot_store_errors");
         for user in 0..USERS {
             let key = format!("t:{{{}}}:cc:cc", digest(&self.user(user)));
             let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis.connect()).unwrap();
@@ -307,7 +322,7 @@ impl World {
             invariants::check_released(left, failures, self.clients[user].cc_reloaded)
                 .map_err(|v| format!("{v} (client u{user})"))?;
         }
-        let fresh = self.host.send(0, Request::get("/fw/x").header("x-user", "after"));
+        let fresh = self.hosts[0].send(0, Request::get("/fw/x").header("x-user", "after"));
         if fresh.status != 200 {
             return Err(format!("healthy_store_decides: a fresh client got {} once the store healed", fresh.status));
         }
