@@ -31,13 +31,14 @@ const FIXED_SEEDS: [u64; 4] = [1, 2, 3, 0x5EED_0032];
 /// Steps of one schedule.
 const STEPS: usize = 400;
 
-/// Runs `seed` on both transports, with one proxy and with a fleet of two
-/// sharing the store; panics with the reproduction on a violation.
-fn run_seed(seed: u64) -> world::Stats {
+/// Runs `seed` on both transports (`servers`), with one proxy and with a
+/// fleet of two sharing the store; panics with the reproduction on a
+/// violation.
+fn run_seed(servers: &[world::Servers], seed: u64) -> world::Stats {
     let mut total = world::Stats::default();
-    for kind in [Kind::Webdis, Kind::Redis] {
+    for store in servers {
         for proxies in [1, 2] {
-            total.add(&world::run(seed, kind, proxies, STEPS));
+            total.add(&world::run(store, seed, proxies, STEPS));
         }
     }
     total
@@ -51,17 +52,18 @@ fn fresh_seed() -> u64 {
 
 #[test]
 fn fixed_and_fresh_seeds_keep_every_invariant() {
+    let servers = [world::Servers::start(Kind::Webdis), world::Servers::start(Kind::Redis)];
     if let Ok(seed) = std::env::var("SIM_SEED") {
         let seed = seed.parse().expect("SIM_SEED is a number");
         eprintln!("sim: replaying seed {seed}");
-        run_seed(seed);
+        run_seed(&servers, seed);
         return;
     }
     let started = Instant::now();
     let budget = std::env::var("SIM_SECONDS").ok().and_then(|s| s.parse().ok()).map(Duration::from_secs);
     let mut total = world::Stats::default();
     for seed in FIXED_SEEDS {
-        total.add(&run_seed(seed));
+        total.add(&run_seed(&servers, seed));
     }
     let fresh = if budget.is_some() { usize::MAX } else { 2 };
     for _ in 0..fresh {
@@ -70,7 +72,7 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
         }
         let seed = fresh_seed();
         eprintln!("sim: seed {seed}");
-        total.add(&run_seed(seed));
+        total.add(&run_seed(&servers, seed));
         if budget.is_some() {
             let secs = started.elapsed().as_secs_f64().max(0.001);
             eprintln!(

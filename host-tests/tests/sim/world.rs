@@ -26,6 +26,26 @@ pub enum Kind {
     Redis,
 }
 
+/// The store of one build, started once for every schedule (ports are
+/// claimed once per test process: thousands of schedules must not each
+/// take new ones); emptied before each schedule.
+pub struct Servers {
+    kind: Kind,
+    redis: RedisServer,
+    webdis: Option<Webdis>,
+}
+
+impl Servers {
+    /// Redis with the script loaded, and webdis for the webdis build.
+    pub fn start(kind: Kind) -> Servers {
+        let redis = RedisServer::start();
+        let _: String =
+            redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut redis.connect()).unwrap();
+        let webdis = (kind == Kind::Webdis).then(|| Webdis::start(redis.port));
+        Servers { kind, redis, webdis }
+    }
+}
+
 /// What runs covered.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -85,8 +105,7 @@ struct Tracked {
 /// The proxies, their servers and what the schedule did.
 struct World {
     hosts: Vec<Host>,
-    redis: RedisServer,
-    _webdis: Option<Webdis>,
+    redis: redis::Connection,
     streams: Vec<Tracked>,
     clients: Vec<Client>,
     stats: Stats,
@@ -102,15 +121,16 @@ struct World {
 /// Runs `steps` steps of `seed`'s schedule on `kind` with `proxies`
 /// proxies sharing the store; panics on the first violated invariant with
 /// the schedule shrunk to what still violates it.
-pub fn run(seed: u64, kind: Kind, proxies: usize, steps: usize) -> Stats {
+pub fn run(servers: &Servers, seed: u64, proxies: usize, steps: usize) -> Stats {
+    let kind = servers.kind;
     let mut rng = Rng::new(seed ^ (kind as u64) << 63 ^ (proxies as u64) << 48);
     let schedule: Vec<Step> =
         (0..steps).map(|_| schedule::next(&mut rng, proxies, VMS, kind == Kind::Webdis)).collect();
-    let violation = match replay(seed, kind, proxies, &schedule) {
+    let violation = match replay(servers, seed, proxies, &schedule) {
         Ok(stats) => return stats,
         Err(v) => v,
     };
-    let shrunk = shrink(seed, kind, proxies, schedule, &violation);
+    let shrunk = shrink(servers, seed, proxies, schedule, &violation);
     let steps: String = shrunk.iter().map(|s| format!("  {s:?}\n")).collect();
     panic!(
         "sim: seed {seed} ({kind:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps:\n{steps}",
@@ -126,7 +146,7 @@ fn name(violation: &str) -> &str {
 /// Cuts `schedule` down while it still violates the invariant `violation`
 /// names: chunks of halves, quarters, ... removed in turn (ddmin-like), a
 /// bounded number of replays.
-fn shrink(seed: u64, kind: Kind, proxies: usize, mut schedule: Vec<Step>, violation: &str) -> Vec<Step> {
+fn shrink(servers: &Servers, seed: u64, proxies: usize, mut schedule: Vec<Step>, violation: &str) -> Vec<Step> {
     let mut replays = 0;
     let mut chunk = schedule.len() / 2;
     while chunk > 0 && replays < 200 {
@@ -135,7 +155,7 @@ fn shrink(seed: u64, kind: Kind, proxies: usize, mut schedule: Vec<Step>, violat
             let mut shorter = schedule.clone();
             shorter.drain(at..(at + chunk).min(schedule.len()));
             replays += 1;
-            let still = matches!(replay(seed, kind, proxies, &shorter), Err(v) if name(&v) == name(violation));
+            let still = matches!(replay(servers, seed, proxies, &shorter), Err(v) if name(&v) == name(violation));
             if still {
                 schedule = shorter;
             } else {
@@ -149,22 +169,22 @@ fn shrink(seed: u64, kind: Kind, proxies: usize, mut schedule: Vec<Step>, violat
 
 /// Runs `schedule` on fresh proxies and store: what it covered, or the
 /// first violated invariant.
-fn replay(seed: u64, kind: Kind, proxies: usize, schedule: &[Step]) -> Result<Stats, String> {
+fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -> Result<Stats, String> {
+    let kind = servers.kind;
     // Every fixed window and bucket of the run in one real hour.
     start_clear_of_boundary(HOUR, Duration::from_secs(60));
-    let redis = RedisServer::start();
-    let _: String =
-        redis::cmd("SCRIPT").arg("LOAD").arg(ratelimit::script::SCRIPT).query(&mut redis.connect()).unwrap();
-    let webdis = (kind == Kind::Webdis).then(|| Webdis::start(redis.port));
+    // A fresh store (the script stays loaded).
+    let mut redis = servers.redis.connect();
+    let () = redis::cmd("FLUSHALL").query(&mut redis).unwrap();
     let proxy = || {
         let artifact = match kind {
             Kind::Webdis => Artifact::Webdis,
             Kind::Redis => Artifact::Redis,
         };
         let b = Host::builder(artifact, &config(kind)).vms(VMS).record_traps().forget_calls();
-        match &webdis {
+        match &servers.webdis {
             Some(w) => b.http_cluster(CLUSTER, w.port),
-            None => b.redis_cluster(CLUSTER, redis.port),
+            None => b.redis_cluster(CLUSTER, servers.redis.port),
         }
         .start()
     };
@@ -172,7 +192,6 @@ fn replay(seed: u64, kind: Kind, proxies: usize, schedule: &[Step]) -> Result<St
     let mut world = World {
         hosts,
         redis,
-        _webdis: webdis,
         streams: Vec::new(),
         clients: vec![Client::default(); USERS],
         stats: Stats { schedules: 1, ..Stats::default() },
@@ -344,7 +363,7 @@ impl World {
         let failures = self.sum("ratelimit.cc.slot_store_errors");
         for user in 0..USERS {
             let key = format!("t:{{{}}}:cc:cc", digest(&self.user(user)));
-            let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis.connect()).unwrap();
+            let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis).unwrap();
             self.stats.checks += 1;
             invariants::check_released(left, failures, self.clients[user].cc_reloaded)
                 .map_err(|v| format!("{v} (client u{user})"))?;
