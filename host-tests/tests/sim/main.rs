@@ -25,7 +25,7 @@ use world::Kind;
 /// Seeds every `make test` runs. Seed 2 is a regression: on the module
 /// before streams of the local share counted in the store's takes, it
 /// violates `concurrency.after_outage` with one proxy on webdis (shrunk
-/// to 12 steps: streams of one client let through by the local share
+/// to 9 steps: streams of one client let through by the local share
 /// while store calls failed, then one more admitted by the healed store).
 const FIXED_SEEDS: [u64; 4] = [1, 2, 3, 0x5EED_0032];
 /// Steps of one schedule.
