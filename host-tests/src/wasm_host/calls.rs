@@ -286,6 +286,20 @@ impl Calls {
         }
     }
 
+    /// Drops every call VM `vm` still waits for: the VM is gone, and a host
+    /// cancels a destroyed VM's calls (Envoy's context cancels its pending
+    /// HTTP requests) rather than hand their replies, under tokens the new
+    /// VM reuses, to the VM that replaces it.
+    pub fn cancel_vm(&mut self, vm: usize) {
+        let gone: Vec<u64> = self.pending.values().filter(|c| c.vm == vm).map(|c| c.id).collect();
+        for id in gone {
+            if let Some(mut call) = self.pending.remove(&id) {
+                call.outcome = Outcome::Lost;
+                self.retire(call);
+            }
+        }
+    }
+
     /// How many are in flight (a call the host will never answer is not).
     pub fn pending(&self) -> usize {
         self.pending.len()

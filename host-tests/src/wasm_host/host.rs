@@ -457,9 +457,12 @@ impl Host {
     }
 
     /// Replaces VM `vm` by a fresh one, as Envoy's `FAIL_RELOAD` does: its
-    /// own state (streams, queue, calls) is gone; shared data, stats and
-    /// the store calls already sent stay with the process.
+    /// own state (streams, queue, calls) is gone, and the store calls it
+    /// still waited for never call back (cancelled with it: their replies
+    /// must not reach the new VM under tokens it reuses); shared data and
+    /// stats stay with the process (a call the store already ran stays run).
     pub fn reload_vm(&mut self, vm: usize) {
+        lock(&self.world).calls.cancel_vm(vm);
         self.vms[vm] = Vm::start(engine(), &self.module, &self.hostcalls, vm, &self.world, self.config.as_bytes());
         self.next_context[vm] = ROOT_ID + 1;
         self.next_tick[vm] = None;

@@ -27,7 +27,11 @@ use world::Kind;
 /// violates `concurrency.after_outage` with one proxy on webdis (shrunk
 /// to 9 steps: streams of one client let through by the local share
 /// while store calls failed, then one more admitted by the healed store).
-const FIXED_SEEDS: [u64; 4] = [1, 2, 3, 0x5EED_0032];
+/// Seed 1796441431459864587 found the test host handing a reloaded VM's
+/// store replies to the VM that replaced it (a decision admitted by
+/// another's reply: 3 streams for a limit of 2, shrunk to 6 steps); the
+/// host now cancels them, as Envoy does.
+const FIXED_SEEDS: [u64; 5] = [1, 2, 3, 0x5EED_0032, 1_796_441_431_459_864_587];
 /// Steps of one schedule.
 const STEPS: usize = 400;
 
