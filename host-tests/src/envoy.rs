@@ -115,22 +115,14 @@ pub fn start_from_template(
     plugin_config: Option<&str>,
     concurrency: u32,
 ) -> Result<Envoy, EnvoyFailed> {
-    let (listener, admin) = (free_port(), free_port());
-    let config = render(&EnvoyTemplate {
-        listener,
-        admin,
-        backend,
-        webdis,
-        module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: plugin_config.map(str::to_string),
-    });
+    let (config, listener, admin) = render_on_fresh_ports(backend, webdis, plugin_config);
     Envoy::start(&config, listener, admin, concurrency)
 }
 
 /// envoy.yaml rendered on fresh loopback ports with `dist/ratelimit.wasm`
-/// and `plugin_config`, for a test that edits it before starting Envoy:
-/// the text, its listener port and its admin port.
-pub fn render_on_fresh_ports(backend: u16, webdis: u16, plugin_config: &str) -> (String, u16, u16) {
+/// and `plugin_config` (`None` keeps the shipped one): the text, its
+/// listener port and its admin port (a test may edit it before starting Envoy).
+pub fn render_on_fresh_ports(backend: u16, webdis: u16, plugin_config: Option<&str>) -> (String, u16, u16) {
     let (listener, admin) = (free_port(), free_port());
     let text = render(&EnvoyTemplate {
         listener,
@@ -138,7 +130,7 @@ pub fn render_on_fresh_ports(backend: u16, webdis: u16, plugin_config: &str) -> 
         backend,
         webdis,
         module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(plugin_config.to_string()),
+        plugin_config: plugin_config.map(str::to_string),
     });
     (text, listener, admin)
 }

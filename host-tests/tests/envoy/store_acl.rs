@@ -183,7 +183,7 @@ fn a_password_from_the_vms_environment_decides_and_never_shows_on_the_admin_port
     let redis = RedisServer::start();
     let webdis = Webdis::start(redis.port);
     let backend = Backend::start();
-    let (rendered, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, &config);
+    let (rendered, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, Some(&config));
     let runtime = "                  runtime: envoy.wasm.runtime.v8\n";
     assert_eq!(rendered.matches(runtime).count(), 1);
     let keys = format!("{runtime}                  environment_variables: {{ host_env_keys: [\"{VAR}\"] }}\n");

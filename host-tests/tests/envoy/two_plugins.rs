@@ -35,7 +35,7 @@ fn a_failing_store_of_one_plugin_never_opens_the_breaker_of_another_on_the_same_
     )
     .replace(r#""domain":"t""#, r#""domain":"u""#)
     .replace(r#""cluster":"ratelimit_store""#, r#""cluster":"dead_store""#);
-    let (config, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, &a);
+    let (config, listener, admin) = render_on_fresh_ports(backend.port, webdis.port, Some(&a));
     // The second filter: the same VM (vm_id, runtime, code), another plugin.
     let first = wasm_filter(&config);
     let value_at = first.find("value: '").unwrap();
