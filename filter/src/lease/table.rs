@@ -140,7 +140,13 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
                 Some((Some(old), cas)) if old.fingerprint == lease.fingerprint && old.expires_at_ms > now_ms => (
                     LeaseRecord {
                         requests_left: old.requests_left.saturating_add(lease.requests_left),
-                        expires_at_ms: old.expires_at_ms.min(lease.expires_at_ms),
+                        // A record of no requests (a refusal, a view) ends
+                        // no live lease: it brings no units to hold.
+                        expires_at_ms: if lease.requests_left == 0 {
+                            old.expires_at_ms
+                        } else {
+                            old.expires_at_ms.min(lease.expires_at_ms)
+                        },
                         granted: old.granted.saturating_add(lease.granted),
                         granted_at_ms: old.granted_at_ms,
                         ..lease.clone()
@@ -311,6 +317,20 @@ mod tests {
         // An expired one is replaced, not added to.
         t.grant(lease(7, 2, NOW + 20_000), NOW + 10_000);
         assert!(matches!(t.draw(7, NOW + 10_000, 1), Spend::Drawn(l, 1) if l.requests_left == 1));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_record_of_no_requests_keeps_a_live_lease_whole() {
+        let shared = FakeShared::default();
+        let t = LeaseTable::new(&shared, slots(16));
+        t.grant(lease(7, 3, NOW + 5_000), NOW);
+        // Another worker's refused ask, or a view, ending at once.
+        let mut view = lease(7, 0, NOW + 1_000);
+        view.limits[0].remaining_at_grant = 2;
+        t.grant(view, NOW + 1_000);
+        let Spend::Drawn(l, 1) = t.draw(7, NOW + 4_000, 1) else { panic!("the lease ended") };
+        assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (2, NOW + 5_000, 2));
     }
 
     /// Shared data where another worker always writes first.

@@ -4,6 +4,9 @@
 //! as any decision. Granted, its units are counted in the store already and
 //! the lease goes to the proxy's lease table, where every worker spends it;
 //! refused, the store's view of the limits is kept to size the next ask.
+//! A lease is asked only with such a view at hand (a share of what
+//! remains caps it): a hot client with none yet asks nothing, and its
+//! decision's answer is kept as the view instead.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -41,7 +44,17 @@ pub(super) struct Leases {
     pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,
+    /// Hot fingerprints with no view of their limits yet: their next
+    /// decision's answer is kept as one. A hint: emptied when full.
+    viewing: BTreeSet<u64>,
     next: u64,
+}
+
+impl Leases {
+    /// Whether some hot client waits for a view of its limits.
+    pub(super) fn waits_for_views(&self) -> bool {
+        !self.viewing.is_empty()
+    }
 }
 
 impl Worker {
@@ -61,7 +74,18 @@ impl Worker {
         // A table whose slots for this client all hold other clients' live
         // leases: no ask (a grant would push one out, its paid units lost).
         let probe = LeaseTable::new(host, self.config.deny_cache.slots).probe(c.fingerprint, now);
-        let requests = lease::ask(&c.params, probe.previous.as_ref(), heat, now);
+        let Some(previous) = probe.previous else {
+            // No view of what remains: the first ask would be capped by
+            // nothing, and one proxy could lease all that is left.
+            if probe.room {
+                if leases.viewing.len() >= MAX_LEASE_ASKS {
+                    leases.viewing.clear();
+                }
+                leases.viewing.insert(c.fingerprint);
+            }
+            return;
+        };
+        let requests = lease::ask(&c.params, Some(&previous), heat, now);
         if requests == 0 || !probe.room {
             return;
         }
@@ -120,15 +144,7 @@ impl Worker {
             requests_left: granted,
             granted,
             granted_at_ms: at,
-            limits: outcomes
-                .iter()
-                .zip(c.per_request())
-                .map(|(o, per_request)| LeasedLimit {
-                    remaining_at_grant: o.remaining,
-                    reset_at_ms: at.saturating_add(o.reset_ms),
-                    per_request,
-                })
-                .collect(),
+            limits: view(c, &outcomes, at),
         };
         LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now_ms());
         if granted > 0 {
@@ -137,4 +153,36 @@ impl Worker {
             }
         }
     }
+
+    /// A request decision of lease candidate `c` answered (`at`: when the
+    /// store decided it): if its client waits for a view, the answer is
+    /// kept as one, a record of no requests (it never pushes out another
+    /// client's live lease).
+    pub(super) fn keep_view<H: Host>(&mut self, host: &H, c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) {
+        if outcomes.len() != c.limits.len() || !self.leases.viewing.remove(&c.fingerprint) {
+            return;
+        }
+        let record = LeaseRecord {
+            fingerprint: c.fingerprint,
+            expires_at_ms: at,
+            requests_left: 0,
+            granted: 0,
+            granted_at_ms: at,
+            limits: view(c, outcomes, at),
+        };
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(record, host.now_ms());
+    }
+}
+
+/// What the store said of each limit of `c` at `at`, for the next ask.
+fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) -> Vec<LeasedLimit> {
+    outcomes
+        .iter()
+        .zip(c.per_request())
+        .map(|(o, per_request)| LeasedLimit {
+            remaining_at_grant: o.remaining,
+            reset_at_ms: at.saturating_add(o.reset_ms),
+            per_request,
+        })
+        .collect()
 }

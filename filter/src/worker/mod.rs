@@ -324,6 +324,14 @@ impl Worker {
             return self.settle_orphan(host, stream, decision, &result);
         };
         let Some(pending) = state.pending.as_mut() else { return };
+        if let Ok(outcomes) = &result {
+            let waiting = self.leases.waits_for_views();
+            if let Some(c) = pending.decisions.get(decision).and_then(|d| d.lease.clone()).filter(|_| waiting) {
+                self.keep_view(host, &c, outcomes, at);
+            }
+        }
+        let Some(state) = self.streams.get_mut(&stream) else { return };
+        let Some(pending) = state.pending.as_mut() else { return };
         let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases), decision, result) else {
             return;
         };

@@ -18,12 +18,13 @@ fn units_leased_before_a_pause_never_add_to_a_refilled_bucket() {
     let rules = r#"{"name":"tb","key":["header:x-user"],"lease":{"max_units":50,"max_age":"30s"},
         "limits":[{"algorithm":"token_bucket","limit":100,"window":"100s","burst":100}]}"#;
     let stack = Arc::new(Stack::start(&plugin_config(rules)));
-    // Hot: the 4th request brings a lease of 4, none of it spent.
-    for _ in 0..4 {
+    // Hot after 4 (the 4th's answer sizes the ask): the 5th request
+    // brings a lease of 5, none of it spent.
+    for _ in 0..5 {
         assert_eq!(stack.send("GET", "/", &[("x-user", "u")]).status, 200);
     }
     assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.tb.leases"), 1, "one lease granted");
-    // 8 tokens out: full again after 8 s; 12 s idle.
+    // 10 tokens out: full again after 10 s; 12 s idle.
     std::thread::sleep(Duration::from_secs(12));
     let barrier = Arc::new(Barrier::new(THREADS));
     let started = Instant::now();

@@ -26,8 +26,10 @@ fn warmed(host: &FakeHost, n: u32) -> Worker {
     w
 }
 
-/// The request that makes client "a" hot (stream 100) and the store's
-/// answer to its call: the request's two limits, then the lease's.
+/// The request after the one that made client "a" hot (stream 100), and
+/// the store's answer to its call: the request's two limits, then the
+/// lease's. (The hot request's own answer, 900 and 90 left, is the view
+/// that sizes the ask: a share of what remains.)
 fn hot_request_answered(host: &FakeHost, w: &mut Worker, lease: [[i64; 4]; 2]) -> usize {
     let call = host.sent.borrow().len();
     w.on_request(host, 100, &user("/api", "a"));
@@ -39,38 +41,60 @@ fn hot_request_answered(host: &FakeHost, w: &mut Worker, lease: [[i64; 4]; 2]) -
 #[wasm_bindgen_test]
 fn a_hot_clients_decision_brings_a_lease_and_its_next_requests_need_no_store_call() {
     let host = FakeHost::new();
-    let mut w = warmed(&host, HOT_AFTER as u32 - 1);
+    let mut w = warmed(&host, HOT_AFTER as u32);
     let before = host.sent.borrow().len();
-    assert_eq!(before, HOT_AFTER as usize - 1, "cold: one decision a call, no lease");
-    // The request that makes it hot: its decision, and a lease decision of
-    // min(heat 4, max_units 10) requests: 4 units of each limit.
+    assert_eq!(before, HOT_AFTER as usize, "one decision a call, no lease: cold, then hot with no view yet");
+    // The next request: its decision, and a lease decision of min(heat
+    // 5, max_units 10, 90 left / (2 x fleet of 2)) requests: 5 units of
+    // each limit.
     w.on_request(&host, 100, &user("/api", "a"));
     assert_eq!(host.decisions_in(before), 2);
-    assert!(host.body(before).contains("/u/4/0/"), "{}", host.body(before));
+    assert!(host.body(before).contains("/u/5/0/"), "{}", host.body(before));
     w.on_answer(
         &host,
         host.token(before),
-        ints(&[allow(900, 30_000), allow(90, 100), allow(896, 30_000), allow(86, 140)].concat()),
+        ints(&[allow(900, 30_000), allow(90, 100), allow(895, 30_000), allow(85, 150)].concat()),
     );
     assert_eq!(host.metrics.get(0, Event::LeaseGranted), 1);
-    // Four requests admitted in the proxy, with no call and no pause. The
-    // tighter limit shows: the bucket, 86 left outside the lease plus what
+    // Five requests admitted in the proxy, with no call and no pause. The
+    // tighter limit shows: the bucket, 85 left outside the lease plus what
     // the lease still holds after each request.
-    for (s, remaining) in [(101, "89"), (102, "88"), (103, "87"), (104, "86")] {
+    for (s, remaining) in [(101, "89"), (102, "88"), (103, "87"), (104, "86"), (105, "85")] {
         assert_eq!(w.on_request(&host, s, &user("/api", "a")), Action::Continue);
         let headers = w.on_response_headers(&host, s, &NoHeaders, true);
         let field = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
         assert_eq!(field("x-ratelimit-limit").as_deref(), Some("100"));
         assert_eq!(field("x-ratelimit-remaining").as_deref(), Some(remaining));
-        // Reset as the store said it at the grant (140 ms after it): 1 s rounded up.
+        // Reset as the store said it at the grant (150 ms after it): 1 s rounded up.
         assert_eq!(field("ratelimit-reset").as_deref(), Some("1"));
     }
     assert_eq!(host.sent.borrow().len(), before + 1, "no store call");
-    assert_eq!(host.metrics.get(0, Event::LeaseAllowed), 4);
-    assert_eq!(host.metrics.get(0, Event::Allowed), HOT_AFTER + 4);
+    assert_eq!(host.metrics.get(0, Event::LeaseAllowed), 5);
+    assert_eq!(host.metrics.get(0, Event::Allowed), HOT_AFTER + 6);
     // Spent: the next request goes to the store again (and asks anew).
-    assert_eq!(w.on_request(&host, 105, &user("/api", "a")), Action::Pause);
+    assert_eq!(w.on_request(&host, 106, &user("/api", "a")), Action::Pause);
     assert_eq!(host.sent.borrow().len(), before + 2);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_first_lease_is_capped_by_a_share_of_what_the_store_said_remains() {
+    // Each of the first four requests answered with 8 left of the bucket.
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, HOT), NOW);
+    for s in 0..HOT_AFTER as u32 {
+        w.on_request(&host, s, &user("/api", "a"));
+        let call = host.sent.borrow().len() - 1;
+        assert_eq!(host.decisions_in(call), 1, "no view yet: no lease asked");
+        w.on_answer(&host, host.token(call), ints(&[allow(900, 30_000), allow(8, 920)].concat()));
+    }
+    // Hot, and the last answer said 8 left: a fleet of 2 asks 8 / 4 = 2,
+    // not min(heat 5, max_units 10) = 5, which would leave the other
+    // proxy 3 of the 8.
+    let call = host.sent.borrow().len();
+    w.on_request(&host, 100, &user("/api", "a"));
+    assert_eq!(host.decisions_in(call), 2);
+    assert!(host.body(call).contains("/u/2/0/"), "{}", host.body(call));
 }
 
 #[test]
@@ -96,7 +120,7 @@ fn a_cold_client_of_a_leased_rule_reads_no_more_shared_data_than_without_leases(
 #[wasm_bindgen_test]
 fn a_refused_lease_admits_nothing_and_the_request_stands_on_its_own_decision() {
     let host = FakeHost::new();
-    let mut w = warmed(&host, HOT_AFTER as u32 - 1);
+    let mut w = warmed(&host, HOT_AFTER as u32);
     // The request allowed; the lease does not fit the bucket.
     let call = hot_request_answered(&host, &mut w, [allow(896, 30_000), [0, 2, 100, 40]]);
     assert_eq!(*host.resumed.borrow().last().unwrap(), 100);
@@ -111,7 +135,7 @@ fn a_refused_lease_admits_nothing_and_the_request_stands_on_its_own_decision() {
 #[wasm_bindgen_test]
 fn a_lease_in_hand_admits_while_the_store_is_down_and_an_expired_one_does_not() {
     let host = FakeHost::new();
-    let mut w = warmed(&host, HOT_AFTER as u32 - 1);
+    let mut w = warmed(&host, HOT_AFTER as u32);
     hot_request_answered(&host, &mut w, [allow(896, 30_000), allow(86, 140)]);
     host.fail_send.set(true);
     assert_eq!(w.on_request(&host, 101, &user("/api", "a")), Action::Continue, "paid for: admitted");
