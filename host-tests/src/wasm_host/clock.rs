@@ -19,12 +19,20 @@ impl Clock {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// Sets the time; it never goes back (Envoy's wall clock is monotonic
-    /// enough for the filter, and a test going back is a test bug).
+    /// Sets the time; it never goes back this way (a test going back by
+    /// mistake is a test bug; `step_back` is the deliberate way).
     pub fn set_ms(&self, ms: u64) {
         let now = self.now_ms();
         assert!(ms >= now, "the clock cannot go back from {now} to {ms}");
         self.0.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock {
+    /// Steps the time `ms` back: the wall clock Envoy reads is the
+    /// system's, which an NTP correction can set back.
+    pub fn step_back(&self, ms: u64) {
+        self.0.fetch_sub(ms.min(self.now_ms()), Ordering::SeqCst);
     }
 }
 

@@ -222,6 +222,11 @@ impl Host {
     /// request let through (running `proxy_on_response_headers`), a local
     /// reply is what it is; then the stream closes.
     pub fn finish(&mut self, id: StreamId) -> Response {
+        self.finish_with(id, &[])
+    }
+
+    /// `finish`, the backend's 200 carrying `headers` too.
+    pub fn finish_with(&mut self, id: StreamId, headers: &[(&str, &str)]) -> Response {
         let response = match self.state(id) {
             State::Waiting => panic!(
                 "stream {id:?} is still paused with {} store calls in flight: run the host or advance the clock first",
@@ -234,7 +239,9 @@ impl Host {
                 local: true,
             },
             State::Continued => {
-                let headers = HeaderMap::from_text(&[(":status", "200"), ("content-length", "0")]);
+                let mut fields = vec![(":status", "200"), ("content-length", "0")];
+                fields.extend_from_slice(headers);
+                let headers = HeaderMap::from_text(&fields);
                 let v = &mut self.vms[id.vm];
                 v.store.data_mut().streams.get_mut(&id.context).expect("live").response_headers = Some(headers.clone());
                 let args = [Val::I32(id.context as i32), Val::I32(headers.len() as i32), Val::I32(1)];
@@ -300,6 +307,12 @@ impl Host {
         }
         self.clock.set_ms(target);
         self.run_until_idle();
+    }
+
+    /// Steps the clock `ms` back (an NTP correction): nothing is delivered
+    /// or fired; what was due stays due at its own instant.
+    pub fn step_back(&mut self, ms: u64) {
+        self.clock.step_back(ms);
     }
 
     /// Moves the clock to `ms` since the epoch (see `advance`).

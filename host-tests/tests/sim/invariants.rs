@@ -7,19 +7,30 @@
 pub const FW_LIMIT: u64 = 20;
 /// `token_bucket` 20 an hour, burst 20, leased (max_units 8), fail closed.
 pub const TB_BURST: u64 = 20;
+/// `sliding_log` 20 an hour, fail closed.
+pub const SL_LIMIT: u64 = 20;
+/// `gcra` 20 an hour, burst 20, leased (max_units 8), fail closed.
+pub const GC_BURST: u64 = 20;
+/// Requests one lease admits at most (`tb` and `gc`).
+pub const MAX_UNITS: u64 = 8;
 /// `concurrency` 3, fail closed, `max_hold` 60 s.
 pub const CC_LIMIT: u64 = 3;
 
 /// `concurrency` 2, fail open (`fleet_size` 1: the local share is 2).
 pub const CO_LIMIT: u64 = 2;
 
-/// What the simulation has seen of one client.
+/// What the simulation has seen of one client. Counts of admissions are
+/// of streams begun since the store last forgot everything (a flush).
 #[derive(Clone, Debug, Default)]
 pub struct Client {
     /// Requests of `fw` let through.
     pub fw_admitted: u64,
     /// Requests of `tb` let through.
     pub tb_admitted: u64,
+    /// Requests of `sl` let through.
+    pub sl_admitted: u64,
+    /// Requests of `gc` let through.
+    pub gc_admitted: u64,
     /// Streams of `cc` let through and not ended.
     pub cc_open: u64,
     /// Streams of `cc` a VM reload took away (let through or still
@@ -27,26 +38,63 @@ pub struct Client {
     pub cc_reloaded: u64,
     /// Streams of `co` let through and not ended.
     pub co_open: u64,
+    /// Units `tk` streams that ended owe: the usage their response
+    /// reported, or `default` (7) for a client gone before it.
+    pub tk_owed: u64,
 }
 
 /// A violated invariant: its name and what was seen.
 pub type Violation = String;
 
-/// `exact.fixed_window`, `exact.token_bucket_leased`, `concurrency.in_flight`.
-pub fn check(client: &Client, run_secs: u64) -> Result<(), Violation> {
+/// `exact.fixed_window`, `exact.sliding_log`, `exact.token_bucket_leased`,
+/// `exact.gcra_leased`, `concurrency.in_flight`. `run_secs`: the store's
+/// time so far (its buckets refill one unit every 180 s); `lease_slack`:
+/// after a flush, what leases granted before it may still admit (the
+/// store forgot their units), else 0.
+pub fn check(client: &Client, run_secs: u64, lease_slack: u64) -> Result<(), Violation> {
     if client.fw_admitted > FW_LIMIT {
         return Err(format!("exact.fixed_window: {} admitted of {FW_LIMIT} an hour", client.fw_admitted));
     }
+    if client.sl_admitted > SL_LIMIT {
+        return Err(format!("exact.sliding_log: {} admitted of {SL_LIMIT} an hour", client.sl_admitted));
+    }
     // 20 an hour: one token every 180 s of the run, and one begun.
     let refill = run_secs / 180 + 1;
-    if client.tb_admitted > TB_BURST + refill {
-        return Err(format!(
-            "exact.token_bucket_leased: {} admitted, more than burst {TB_BURST} + refill {refill}",
-            client.tb_admitted
-        ));
+    for (name, admitted, burst) in
+        [("token_bucket_leased", client.tb_admitted, TB_BURST), ("gcra_leased", client.gc_admitted, GC_BURST)]
+    {
+        if admitted > burst + refill + lease_slack {
+            return Err(format!(
+                "exact.{name}: {admitted} admitted, more than burst {burst} + refill {refill} + {lease_slack} leased before a flush"
+            ));
+        }
     }
     if client.cc_open > CC_LIMIT {
         return Err(format!("concurrency.in_flight: {} streams in flight, limit {CC_LIMIT}", client.cc_open));
+    }
+    Ok(())
+}
+
+/// `charges.once`: the store never holds more units of a client's budget
+/// than its ended streams owe; `charges.exact`: in a calm schedule (no
+/// fault, reload or flush), exactly what they owe, once every call settled.
+pub fn check_charged(charged: u64, owed: u64, calm: bool) -> Result<(), Violation> {
+    if charged > owed {
+        return Err(format!("charges.once: {charged} units charged, the ended streams owe {owed}"));
+    }
+    if calm && charged != owed {
+        return Err(format!("charges.exact: {charged} units charged, the ended streams owe {owed} (a calm schedule)"));
+    }
+    Ok(())
+}
+
+/// `memory.shared`: each shared-data table keeps within its slots.
+pub fn check_tables(keys: &[String], slots: usize) -> Result<(), Violation> {
+    for table in ["ratelimit.lease.", "ratelimit.deny.", "ratelimit.fallback.", "ratelimit.breaker."] {
+        let n = keys.iter().filter(|k| k.starts_with(table)).count();
+        if n > slots {
+            return Err(format!("memory.shared: {n} keys of {table}*, {slots} slots"));
+        }
     }
     Ok(())
 }

@@ -4,7 +4,7 @@ use host_tests::prng::Rng;
 use host_tests::wasm_host::Fault;
 
 /// The rules of the simulated configuration, by path.
-pub const RULES: [&str; 4] = ["fw", "tb", "cc", "co"];
+pub const RULES: [&str; 7] = ["fw", "tb", "cc", "co", "sl", "gc", "tk"];
 /// Clients.
 pub const USERS: usize = 3;
 
@@ -16,10 +16,15 @@ pub enum Step {
     /// Deliver what is due (store replies, timeouts).
     Deliver,
     /// The `nth` live stream (modulo how many live) ends: completed by the
-    /// upstream if it was let through, or the client goes away.
-    End { nth: usize, hang_up: bool },
-    /// The proxy's clock moves forward.
+    /// upstream if it was let through (its response reporting `usage`
+    /// units), or the client goes away.
+    End { nth: usize, hang_up: bool, usage: u64 },
+    /// The proxies' clock moves forward.
     Advance(u64),
+    /// The proxies' clock steps back (an NTP correction).
+    Back(u64),
+    /// The store forgets everything (`FLUSHALL`, or an eviction of all).
+    Flush,
     /// From now on proxy `proxy`'s store calls meet these faults (none:
     /// the store answers).
     Faults { proxy: usize, mix: Vec<(u32, Fault)> },
@@ -27,8 +32,10 @@ pub enum Step {
     Reload { proxy: usize, vm: usize },
 }
 
-/// Draws the next step for `proxies` proxies of `vms` workers each.
-pub fn next(rng: &mut Rng, proxies: usize, vms: usize, webdis: bool) -> Step {
+/// Draws the next step for `proxies` proxies of `vms` workers each. A
+/// `calm` schedule has no faults, reloads or flushes: there every charge
+/// must reach the store exactly.
+pub fn next(rng: &mut Rng, proxies: usize, vms: usize, webdis: bool, calm: bool) -> Step {
     let roll = rng.below(100);
     let proxy = rng.below(proxies as u64) as usize;
     match roll {
@@ -39,11 +46,16 @@ pub fn next(rng: &mut Rng, proxies: usize, vms: usize, webdis: bool) -> Step {
             user: rng.below(USERS as u64) as usize,
         },
         40..=54 => Step::Deliver,
-        55..=69 => Step::End { nth: rng.below(1 << 16) as usize, hang_up: rng.below(3) == 0 },
-        70..=79 => Step::Advance(1 + rng.below(1_500)),
-        80..=88 => Step::Advance(1 + rng.below(40)),
-        89..=97 => Step::Faults { proxy, mix: faults(rng, webdis) },
-        _ => Step::Reload { proxy, vm: rng.below(vms as u64) as usize },
+        55..=69 => {
+            Step::End { nth: rng.below(1 << 16) as usize, hang_up: rng.below(3) == 0, usage: 1 + rng.below(500) }
+        }
+        70..=77 => Step::Advance(1 + rng.below(1_500)),
+        78..=85 => Step::Advance(1 + rng.below(40)),
+        86..=87 => Step::Back(1 + rng.below(3_000)),
+        _ if calm => Step::Deliver,
+        88..=96 => Step::Faults { proxy, mix: faults(rng, webdis) },
+        97..=98 => Step::Reload { proxy, vm: rng.below(vms as u64) as usize },
+        _ => Step::Flush,
     }
 }
 

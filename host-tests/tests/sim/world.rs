@@ -15,6 +15,9 @@ use crate::schedule::{self, Step, RULES, USERS};
 
 /// Worker VMs of the proxy.
 const VMS: usize = 3;
+/// Slots of each shared-data table (`deny_cache.slots`): few, so that
+/// clients and rules share them and push each other out.
+const SLOTS: usize = 16;
 const CLUSTER: &str = "store";
 
 /// Which build of the module.
@@ -79,9 +82,17 @@ fn config(kind: Kind) -> String {
       {"name":"cc","match":{"path_prefix":"/cc"},"key":["header:x-user"],"failure_mode":"closed",
        "limits":[{"algorithm":"concurrency","limit":3,"max_hold":"60s"}]},
       {"name":"co","match":{"path_prefix":"/co"},"key":["header:x-user"],"failure_mode":"open",
-       "limits":[{"algorithm":"concurrency","limit":2,"max_hold":"60s"}]}"#;
+       "limits":[{"algorithm":"concurrency","limit":2,"max_hold":"60s"}]},
+      {"name":"sl","match":{"path_prefix":"/sl"},"key":["header:x-user"],"failure_mode":"closed",
+       "limits":[{"algorithm":"sliding_log","limit":20,"window":"1h"}]},
+      {"name":"gc","match":{"path_prefix":"/gc"},"key":["header:x-user"],"failure_mode":"closed",
+       "lease":{"max_units":8,"max_age":"2s"},
+       "limits":[{"algorithm":"gcra","limit":20,"window":"1h","burst":20}]},
+      {"name":"tk","match":{"path_prefix":"/tk"},"key":["header:x-user"],"failure_mode":"closed",
+       "cost":{"response_header":"x-usage","default":7,"max":1000},
+       "limits":[{"algorithm":"fixed_window","limit":1000000000,"window":"1h"}]}"#;
     with_credential(&format!(
-        r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h"}},"rules":[{rules}]}}"#
+        r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h"}},"deny_cache":{{"slots":{SLOTS}}},"rules":[{rules}]}}"#
     ))
 }
 
@@ -116,6 +127,10 @@ struct World {
     co_taken: (i64, i64),
     /// The step running.
     step: usize,
+    /// The last step the store was flushed at (0: never).
+    flushed_at: usize,
+    /// No faults, reloads or flushes in this schedule.
+    calm: bool,
 }
 
 /// Runs `steps` steps of `seed`'s schedule on `kind` with `proxies`
@@ -124,8 +139,9 @@ struct World {
 pub fn run(servers: &Servers, seed: u64, proxies: usize, steps: usize) -> Stats {
     let kind = servers.kind;
     let mut rng = Rng::new(seed ^ (kind as u64) << 63 ^ (proxies as u64) << 48);
+    let calm = rng.below(4) == 0;
     let schedule: Vec<Step> =
-        (0..steps).map(|_| schedule::next(&mut rng, proxies, VMS, kind == Kind::Webdis)).collect();
+        (0..steps).map(|_| schedule::next(&mut rng, proxies, VMS, kind == Kind::Webdis, calm)).collect();
     let violation = match replay(servers, seed, proxies, &schedule) {
         Ok(stats) => return stats,
         Err(v) => v,
@@ -199,6 +215,8 @@ fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -> Re
         seed,
         co_taken: (0, 0),
         step: 0,
+        flushed_at: 0,
+        calm: schedule.iter().all(|s| !matches!(s, Step::Faults { .. } | Step::Reload { .. } | Step::Flush)),
     };
     for (i, step) in schedule.iter().enumerate() {
         world.step = i + 1;
@@ -235,7 +253,7 @@ impl World {
                 });
             }
             Step::Deliver => self.hosts.iter_mut().for_each(Host::run_until_idle),
-            Step::End { nth, hang_up } => {
+            Step::End { nth, hang_up, usage } => {
                 if self.streams.is_empty() {
                     return;
                 }
@@ -243,16 +261,30 @@ impl World {
                 let host = &mut self.hosts[t.proxy];
                 let decided = !matches!(host.state(t.id), State::Waiting);
                 if decided && !hang_up {
-                    host.finish(t.id);
+                    host.finish_with(t.id, &[("x-usage", &usage.to_string())]);
                 } else {
                     host.close(t.id);
                 }
                 if t.admitted {
+                    if RULES[t.rule] == "tk" {
+                        // Let through: it owes its usage, or the default
+                        // if the client hung up before the response.
+                        self.clients[t.user].tk_owed += if *hang_up { 7 } else { *usage };
+                    }
                     self.close_open(&t);
                 }
             }
             // One clock for the fleet.
             Step::Advance(ms) => self.hosts.iter_mut().for_each(|h| h.advance(*ms)),
+            Step::Back(ms) => self.hosts.iter_mut().for_each(|h| h.step_back(*ms)),
+            Step::Flush => {
+                let () = redis::cmd("FLUSHALL").query(&mut self.redis).unwrap();
+                self.flushed_at = self.step;
+                // Counted afresh: the store's counts start again.
+                for c in &mut self.clients {
+                    (c.fw_admitted, c.tb_admitted, c.sl_admitted, c.gc_admitted) = (0, 0, 0, 0);
+                }
+            }
             Step::Faults { proxy, mix } if mix.is_empty() => {
                 self.hosts[*proxy].fault_mix(0, Vec::new());
                 self.hosts[*proxy].fault_always(None);
@@ -276,7 +308,9 @@ impl World {
         }
     }
 
-    /// Counts the streams let through since the last step.
+    /// Counts the streams let through since the last step. Rate limits
+    /// count those begun since the last flush (one begun before it may
+    /// have been counted by the store before it forgot).
     fn settle(&mut self) {
         for t in self.streams.iter_mut().filter(|t| !t.admitted) {
             if self.hosts[t.proxy].state(t.id) == State::Continued {
@@ -284,11 +318,15 @@ impl World {
                 t.admitted_at = self.step;
                 self.stats.admitted += 1;
                 let c = &mut self.clients[t.user];
+                let counted = u64::from(t.begun > self.flushed_at);
                 match RULES[t.rule] {
-                    "fw" => c.fw_admitted += 1,
-                    "tb" => c.tb_admitted += 1,
+                    "fw" => c.fw_admitted += counted,
+                    "tb" => c.tb_admitted += counted,
+                    "sl" => c.sl_admitted += counted,
+                    "gc" => c.gc_admitted += counted,
                     "cc" => c.cc_open += 1,
-                    _ => c.co_open += 1,
+                    "co" => c.co_open += 1,
+                    _ => {}
                 }
             }
         }
@@ -315,7 +353,7 @@ impl World {
         // concurrent with an outage) may go past the limit with it. With
         // more proxies another proxy's local streams are unseen until its
         // renewals move them (README's bound): not checked.
-        if store_took && !local_took && self.hosts.len() == 1 {
+        if store_took && !local_took && self.hosts.len() == 1 && self.flushed_at == 0 {
             let step = self.step;
             for s in self.streams.iter_mut().filter(|t| t.admitted_at == step && RULES[t.rule] == "co") {
                 s.by_store = true;
@@ -335,9 +373,23 @@ impl World {
             }
         }
         let secs = self.started.elapsed().as_secs();
+        // After a flush, what each proxy's workers were leased before it
+        // (at most one ask in flight per worker, each of max_units).
+        let lease_slack = if self.flushed_at > 0 { (self.hosts.len() * VMS) as u64 * invariants::MAX_UNITS } else { 0 };
         for (user, client) in self.clients.iter().enumerate() {
             self.stats.checks += 1;
-            invariants::check(client, secs).map_err(|v| format!("{v} (client u{user})"))?;
+            // Streams in flight the store still knows of: begun since the
+            // last flush (it forgot the slots of those before).
+            let mut seen = client.clone();
+            seen.cc_open = self
+                .streams
+                .iter()
+                .filter(|t| t.user == user && t.admitted && RULES[t.rule] == "cc" && t.begun > self.flushed_at)
+                .count() as u64;
+            invariants::check(&seen, secs, lease_slack).map_err(|v| format!("{v} (client u{user})"))?;
+        }
+        for host in &self.hosts {
+            invariants::check_tables(&host.shared_keys(), SLOTS)?;
         }
         Ok(())
     }
@@ -350,14 +402,26 @@ impl World {
         self.hosts.iter().map(|h| h.counter(name)).sum()
     }
 
+    /// Units of `tk` the store holds for `user`: its fixed windows' counts.
+    fn charged(&mut self, user: usize) -> u64 {
+        let pattern = format!("t:{{{}}}:tk:*", digest(&self.user(user)));
+        let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query(&mut self.redis).unwrap();
+        keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut self.redis).unwrap().unwrap_or(0)).sum()
+    }
+
     fn wind_down(&mut self) -> Result<(), String> {
         for host in &mut self.hosts {
             host.fault_mix(0, Vec::new());
             host.fault_always(None);
             host.advance(3_000);
         }
+        // What the healed store let through counts (it owes its charge).
+        self.settle();
         for t in std::mem::take(&mut self.streams) {
             self.hosts[t.proxy].close(t.id);
+            if t.admitted && RULES[t.rule] == "tk" {
+                self.clients[t.user].tk_owed += 7;
+            }
         }
         self.hosts.iter_mut().for_each(|h| h.advance(3_000));
         let failures = self.sum("ratelimit.cc.slot_store_errors");
@@ -366,6 +430,12 @@ impl World {
             let left: u64 = redis::cmd("ZCARD").arg(&key).query(&mut self.redis).unwrap();
             self.stats.checks += 1;
             invariants::check_released(left, failures, self.clients[user].cc_reloaded)
+                .map_err(|v| format!("{v} (client u{user})"))?;
+        }
+        for user in 0..USERS {
+            let charged = self.charged(user);
+            self.stats.checks += 1;
+            invariants::check_charged(charged, self.clients[user].tk_owed, self.calm)
                 .map_err(|v| format!("{v} (client u{user})"))?;
         }
         let fresh = self.hosts[0].send(0, Request::get("/fw/x").header("x-user", "after"));
