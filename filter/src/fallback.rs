@@ -15,7 +15,7 @@ use std::num::NonZeroU32;
 
 use crate::algorithm::CC_RETRY_MS;
 use crate::outcome::LimitOutcome;
-use crate::shared::{read_u64s, write_u64s, SharedData};
+use crate::shared::{self, read_u64s, write_u64s, Change, SharedData, CAS_ATTEMPTS};
 
 /// One limit to charge in the fallback.
 #[derive(Clone, Copy, Debug)]
@@ -43,8 +43,6 @@ fn held(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> u64 {
     }
 }
 
-const ATTEMPTS: usize = 8;
-
 fn slot_key(fp: u64, slots: NonZeroU32) -> String {
     format!("ratelimit.fallback.{}", fp % u64::from(slots.get()))
 }
@@ -57,7 +55,8 @@ pub fn admit<S: SharedData + ?Sized>(
     limits: &[FallbackLimit],
     now_ms: u64,
 ) -> Vec<LimitOutcome> {
-    for _ in 0..ATTEMPTS {
+    // Several keys at once: each write guarded by its own read's CAS.
+    for _ in 0..CAS_ATTEMPTS {
         let mut reads = Vec::with_capacity(limits.len());
         let mut outcomes = Vec::with_capacity(limits.len());
         for l in limits {
@@ -105,16 +104,11 @@ pub fn admit<S: SharedData + ?Sized>(
 /// proxy's own fallback share still feels it.
 pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[FallbackLimit], now_ms: u64) {
     for l in limits {
-        let key = slot_key(l.fingerprint, slots);
         let index = now_ms / l.window_ms.max(1);
-        for _ in 0..ATTEMPTS {
-            let got = shared.get(&key);
-            let count = held(l, got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms);
-            let next = write_u64s([l.fingerprint, index, count.saturating_add(l.cost)]);
-            if shared.set(&key, &next, got.map(|(_, cas)| cas)) {
-                break;
-            }
-        }
+        let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
+            let count = held(l, bytes.and_then(read_u64s::<3>), now_ms);
+            Change::Put(write_u64s([l.fingerprint, index, count.saturating_add(l.cost)]), ())
+        });
     }
 }
 
@@ -143,16 +137,14 @@ where
     S: SharedData + ?Sized,
     F: Fn(u64, u64) -> Option<[u64; 2]>,
 {
-    let key = slot_key(l.fingerprint, slots);
-    for _ in 0..ATTEMPTS {
-        let got = shared.get(&key);
-        let entry = got.as_ref().and_then(|(b, _)| read_u64s::<3>(b));
+    let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
+        let entry = bytes.and_then(read_u64s::<3>);
         let until = entry.map_or(0, |[_, until, _]| until);
-        let Some([until, count]) = change(until, held(l, entry, now_ms)) else { return };
-        if shared.set(&key, &write_u64s([l.fingerprint, until, count]), got.map(|(_, cas)| cas)) {
-            return;
+        match change(until, held(l, entry, now_ms)) {
+            Some([until, count]) => Change::Put(write_u64s([l.fingerprint, until, count]), ()),
+            None => Change::Leave(()),
         }
-    }
+    });
 }
 
 #[cfg(test)]

@@ -11,6 +11,47 @@ pub trait SharedData {
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool;
 }
 
+/// Compare-and-swap attempts before a read-modify-write gives way
+/// (other workers kept writing first): its caller then does what is safe
+/// without it (asks the store, refuses, or leaves the entry as it is).
+pub const CAS_ATTEMPTS: usize = 8;
+
+/// What a read-modify-write makes of the value it read.
+pub enum Change<T> {
+    /// Write this value (if nobody wrote the key since the read), then
+    /// return `T`.
+    Put(Vec<u8>, T),
+    /// Write nothing; return `T`.
+    Leave(T),
+}
+
+/// The one read-modify-write of shared data: reads `key`, lets `change`
+/// decide from its value (`None`: never written) and writes what it says
+/// with the read's CAS token, so another worker's write in between is
+/// never lost; on such a write, reads again and decides afresh, at most
+/// `CAS_ATTEMPTS` times. `None` when every attempt lost.
+pub fn update<S, T>(shared: &S, key: &str, mut change: impl FnMut(Option<&[u8]>) -> Change<T>) -> Option<T>
+where
+    S: SharedData + ?Sized,
+{
+    for _ in 0..CAS_ATTEMPTS {
+        let got = shared.get(key);
+        let (bytes, cas) = match &got {
+            Some((bytes, cas)) => (Some(bytes.as_slice()), Some(*cas)),
+            None => (None, None),
+        };
+        match change(bytes) {
+            Change::Leave(out) => return Some(out),
+            Change::Put(value, out) => {
+                if shared.set(key, &value, cas) {
+                    return Some(out);
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Little-endian u64 fields of a shared-data value.
 pub fn read_u64s<const N: usize>(bytes: &[u8]) -> Option<[u64; N]> {
     if bytes.len() != N * 8 {

@@ -20,11 +20,10 @@
 //! keeps the time of the last slot failure): the allow path pays one read.
 
 use crate::config::Breaker;
-use crate::shared::{read_u64s, write_u64s, SharedData};
+use crate::shared::{self, read_u64s, write_u64s, Change, SharedData};
 use crate::store::StoreError;
 
 const STORE_KEY: &str = "ratelimit.breaker";
-const ATTEMPTS: usize = 8;
 /// The wait before the first probe after a breaker opens.
 pub const FIRST_WAIT_MS: u64 = 1000;
 
@@ -85,11 +84,13 @@ pub fn wait_ms(config: &Breaker, failed_probes: u64) -> u64 {
     doubled.min(config.open.ms())
 }
 
-fn read<S: SharedData + ?Sized>(shared: &S, key: &str) -> (Record, Option<u32>) {
-    match shared.get(key) {
-        Some((bytes, cas)) => (read_u64s::<4>(&bytes).unwrap_or([0; 4]), Some(cas)),
-        None => ([0; 4], None),
-    }
+fn read<S: SharedData + ?Sized>(shared: &S, key: &str) -> Record {
+    shared.get(key).and_then(|(bytes, _)| read_u64s::<4>(&bytes)).unwrap_or([0; 4])
+}
+
+/// A record as stored (none, or unreadable: all zeros, a closed breaker).
+fn decode(bytes: Option<&[u8]>) -> Record {
+    bytes.and_then(read_u64s::<4>).unwrap_or([0; 4])
 }
 
 fn slot_key(slot: u16) -> String {
@@ -100,21 +101,20 @@ fn slot_key(slot: u16) -> String {
 /// record as read.
 fn gate_one<S: SharedData + ?Sized>(shared: &S, key: &str, now_ms: u64, probe_ms: u64) -> (Gate, Record) {
     let mut last = [0; 4];
-    for _ in 0..ATTEMPTS {
-        let (r, cas) = read(shared, key);
+    let gate = shared::update(shared, key, |bytes| {
+        let r = decode(bytes);
         last = r;
         let [failures, open_until, probe_deadline, last_failure] = r;
         if open_until == 0 {
-            return (Gate::Call, r);
+            Change::Leave(Gate::Call)
+        } else if now_ms < open_until || now_ms < probe_deadline {
+            Change::Leave(Gate::Open)
+        } else {
+            Change::Put(write_u64s([failures, open_until, now_ms + probe_ms, last_failure]), Gate::Probe)
         }
-        if now_ms < open_until || now_ms < probe_deadline {
-            return (Gate::Open, r);
-        }
-        if shared.set(key, &write_u64s([failures, open_until, now_ms + probe_ms, last_failure]), cas) {
-            return (Gate::Probe, r);
-        }
-    }
-    (Gate::Open, last)
+    });
+    // Other workers kept claiming it: one of them probes.
+    (gate.unwrap_or(Gate::Open), last)
 }
 
 /// Decides whether a call for a key in hash slot `slot` may go to the store.
@@ -132,15 +132,13 @@ pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now
     gate_one(shared, &slot_key(slot), now_ms, probe_ms).0
 }
 
-/// Updates `key`'s record with `next(record)`; `None` leaves it.
+/// Updates `key`'s record with `next(record)`; `None` leaves it. (Lost to
+/// other workers' writes: theirs stand, each a result as telling.)
 fn update<S: SharedData + ?Sized>(shared: &S, key: &str, next: impl Fn(Record) -> Option<Record>) {
-    for _ in 0..ATTEMPTS {
-        let (record, cas) = read(shared, key);
-        let Some(new) = next(record) else { return };
-        if shared.set(key, &write_u64s(new), cas) {
-            return;
-        }
-    }
+    let _ = shared::update(shared, key, |bytes| match next(decode(bytes)) {
+        Some(new) => Change::Put(write_u64s(new), ()),
+        None => Change::Leave(()),
+    });
 }
 
 /// (failures, open until) after one more failure at `now_ms`, or `None`
@@ -190,7 +188,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, n
             });
         }
         Health::Answered => {
-            let (store, _) = read(shared, STORE_KEY);
+            let store = read(shared, STORE_KEY);
             if closed(store).is_some() {
                 update(shared, STORE_KEY, closed);
             }

@@ -16,10 +16,7 @@
 use std::num::NonZeroU32;
 
 use super::record::LeaseRecord;
-use crate::shared::SharedData;
-
-/// Compare-and-swap attempts before a spend gives way to the store.
-const ATTEMPTS: usize = 8;
+use crate::shared::{self, Change, SharedData, CAS_ATTEMPTS};
 
 /// Candidate slots of a fingerprint.
 const CHOICES: u32 = 4;
@@ -102,19 +99,20 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// `draw` in the slot `key`; `None` when the lease is not there but
     /// may be in the next candidate.
     fn draw_at(&self, key: &str, fingerprint: u64, now_ms: u64, most: u64) -> Option<Spend> {
-        for _ in 0..ATTEMPTS {
-            let Some((bytes, cas)) = self.shared.get(key) else { return Some(Spend::NoLease) };
-            let mut lease = LeaseRecord::decode(&bytes).filter(|l| l.fingerprint == fingerprint)?;
+        let drawn = shared::update(self.shared, key, |bytes| {
+            let Some(bytes) = bytes else { return Change::Leave(Some(Spend::NoLease)) };
+            let Some(mut lease) = LeaseRecord::decode(bytes).filter(|l| l.fingerprint == fingerprint) else {
+                return Change::Leave(None);
+            };
             if ended(&lease, now_ms) {
-                return Some(Spend::NoLease);
+                return Change::Leave(Some(Spend::NoLease));
             }
             let drawn = most.min(lease.requests_left);
             lease.requests_left -= drawn;
-            if self.shared.set(key, &lease.encode(), Some(cas)) {
-                return Some(Spend::Drawn(lease, drawn));
-            }
-        }
-        Some(Spend::Contended)
+            Change::Put(lease.encode(), Some(Spend::Drawn(lease, drawn)))
+        });
+        // Other workers kept winning the slot: the store decides.
+        drawn.unwrap_or(Some(Spend::Contended))
     }
 
     /// Keeps a lease the store granted at `now_ms`. A live lease of the
@@ -126,7 +124,8 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// another client's live lease, the one ending first is replaced by a
     /// grant, never by a refusal (a record of no requests).
     pub fn grant(&self, lease: LeaseRecord, now_ms: u64) {
-        for _ in 0..ATTEMPTS {
+        // The slot is chosen afresh on each attempt: not one key's update.
+        for _ in 0..CAS_ATTEMPTS {
             let Some(Slot { key, held }) = self.place(lease.fingerprint, now_ms) else { return };
             let (merged, cas) = match held {
                 None => (lease.clone(), None),

@@ -4,35 +4,46 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Milliseconds since the epoch, shared by every VM of a host.
+/// Milliseconds since the epoch, shared by every VM of a host: the host's
+/// own time (store replies, timeouts and timers fall due on it; it never
+/// goes back) and the wall clock the module reads, which a test may step
+/// back as an NTP correction does (`step_back`).
 #[derive(Clone, Debug)]
-pub struct Clock(Arc<AtomicU64>);
+pub struct Clock {
+    host: Arc<AtomicU64>,
+    /// How far the wall clock stands behind the host's time.
+    behind: Arc<AtomicU64>,
+}
 
 impl Clock {
     /// A clock standing at `ms`.
     pub fn at(ms: u64) -> Clock {
-        Clock(Arc::new(AtomicU64::new(ms)))
+        Clock { host: Arc::new(AtomicU64::new(ms)), behind: Arc::new(AtomicU64::new(0)) }
     }
 
-    /// The time, in ms since the epoch.
+    /// The host's time, in ms since the epoch.
     pub fn now_ms(&self) -> u64 {
-        self.0.load(Ordering::SeqCst)
+        self.host.load(Ordering::SeqCst)
     }
 
-    /// Sets the time; it never goes back this way (a test going back by
-    /// mistake is a test bug; `step_back` is the deliberate way).
+    /// The wall clock the module reads.
+    pub fn wall_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.behind.load(Ordering::SeqCst))
+    }
+
+    /// Sets the host's time; it never goes back (a test going back is a
+    /// test bug; `step_back` moves the wall clock only).
     pub fn set_ms(&self, ms: u64) {
         let now = self.now_ms();
         assert!(ms >= now, "the clock cannot go back from {now} to {ms}");
-        self.0.store(ms, Ordering::SeqCst);
+        self.host.store(ms, Ordering::SeqCst);
     }
-}
 
-impl Clock {
-    /// Steps the time `ms` back: the wall clock Envoy reads is the
-    /// system's, which an NTP correction can set back.
+    /// Steps the wall clock `ms` back: what the module reads is the
+    /// system's time, which an NTP correction can set back. What falls
+    /// due keeps falling due on the host's time.
     pub fn step_back(&self, ms: u64) {
-        self.0.fetch_sub(ms.min(self.now_ms()), Ordering::SeqCst);
+        self.behind.fetch_add(ms, Ordering::SeqCst);
     }
 }
 
@@ -42,6 +53,6 @@ impl wasmtime_wasi::HostWallClock for Clock {
     }
 
     fn now(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(self.now_ms())
+        std::time::Duration::from_millis(self.wall_ms())
     }
 }

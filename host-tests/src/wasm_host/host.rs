@@ -309,8 +309,9 @@ impl Host {
         self.run_until_idle();
     }
 
-    /// Steps the clock `ms` back (an NTP correction): nothing is delivered
-    /// or fired; what was due stays due at its own instant.
+    /// Steps the wall clock the module reads `ms` back (an NTP
+    /// correction): store replies and timers still fall due on the host's
+    /// time, which goes on from where it was.
     pub fn step_back(&mut self, ms: u64) {
         self.clock.step_back(ms);
     }
@@ -334,9 +335,9 @@ impl Host {
         }
     }
 
-    /// The injected time, ms since the epoch.
+    /// The injected time the module reads, ms since the epoch.
     pub fn now_ms(&self) -> u64 {
-        self.clock.now_ms()
+        self.clock.wall_ms()
     }
 
     /// Queues faults for the next store calls, in order.

@@ -30,8 +30,12 @@ use world::Kind;
 /// Seed 1796441431459864587 found the test host handing a reloaded VM's
 /// store replies to the VM that replaced it (a decision admitted by
 /// another's reply: 3 streams for a limit of 2, shrunk to 6 steps); the
-/// host now cancels them, as Envoy does.
-const FIXED_SEEDS: [u64; 5] = [1, 2, 3, 0x5EED_0032, 1_796_441_431_459_864_587];
+/// host now cancels them, as Envoy does. Seed 1796454783800459194 found
+/// the test host delivering store replies on the wall clock the module
+/// reads: stepped back 8 s, a decision's reply never came, and its stream's
+/// slot stayed in the store (`concurrency.released`, shrunk to 4 steps);
+/// replies now fall due on the host's own time, as real ones do.
+const FIXED_SEEDS: [u64; 6] = [1, 2, 3, 0x5EED_0032, 1_796_441_431_459_864_587, 1_796_454_783_800_459_194];
 /// Steps of one schedule.
 const STEPS: usize = 400;
 

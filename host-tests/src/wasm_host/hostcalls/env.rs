@@ -24,7 +24,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
     })?;
     // The injected clock, never the machine's.
     linker.func_wrap("env", "proxy_get_current_time_nanoseconds", |mut c: Caller<'_, VmState>, ptr: i32| {
-        let ns = c.data().clock.now_ms().saturating_mul(1_000_000);
+        let ns = c.data().clock.wall_ms().saturating_mul(1_000_000);
         write_u64(&mut c, ptr, ns)?;
         Ok(OK)
     })?;
