@@ -90,6 +90,31 @@ fn an_unrenewed_slot_expires_and_a_renewed_one_holds() {
     assert_eq!(f.snapshot_at(T0 + 6_000 + HOLD + 1), vec![]);
 }
 
+/// A renewal re-adds a slot that expired even when the limit is full: its
+/// stream runs whatever the store says, so the store counting it is what
+/// keeps the streams in flight from growing further. Refused instead, the
+/// stream would run uncounted and every slot freed would admit one more:
+/// limit + 1 in flight for as long as it runs.
+#[test]
+fn a_renewal_counts_its_running_stream_again_even_over_a_full_limit() {
+    let mut f = Fixture::new();
+    let c = cc(2);
+    one(&mut f, T0, &[limit(c, Op::Take(1, 0))]);
+    // Slot 1 expired (its proxy's renewals failed for max_hold); two more
+    // streams took the limit meanwhile.
+    assert_eq!(row(&one(&mut f, T0 + HOLD, &[limit(c, Op::Take(3, 0))])[0]), (true, 1, 0, 0));
+    assert_eq!(row(&one(&mut f, T0 + HOLD, &[limit(c, Op::Take(4, 0))])[0]), (true, 0, 0, 0));
+    // Stream 1 still runs: its renewal counts it again (3 of 2), and says
+    // it had expired.
+    assert_eq!(row(&one(&mut f, T0 + HOLD + 1, &[limit(c, Op::Renew(1))])[0]), (false, 0, 0, 0));
+    assert_eq!(row(&one(&mut f, T0 + HOLD + 2, &[limit(c, Op::Take(5, 0))])[0]), (false, 0, 0, 1000));
+    // One stream ends: still 2 in flight, so still no room.
+    one(&mut f, T0 + HOLD + 3, &[limit(c, Op::Release(3))]);
+    assert_eq!(row(&one(&mut f, T0 + HOLD + 4, &[limit(c, Op::Take(5, 0))])[0]), (false, 0, 0, 1000));
+    one(&mut f, T0 + HOLD + 5, &[limit(c, Op::Release(4))]);
+    assert_eq!(row(&one(&mut f, T0 + HOLD + 6, &[limit(c, Op::Take(5, 0))])[0]), (true, 0, 0, 0));
+}
+
 #[test]
 fn a_slot_is_taken_with_the_rate_limits_all_or_nothing() {
     let mut f = Fixture::new();
