@@ -9,7 +9,12 @@
 //! A concurrency limit's share counts streams held here instead, until an
 //! expiry each hold or renewal pushes `max_hold` ahead: released when its
 //! streams end (`release_slot`), and forgotten if nobody renews it (a VM
-//! reloaded with streams open leaks nothing past `max_hold`).
+//! reloaded with streams open leaks nothing past `max_hold`). Such an
+//! entry is never taken over while it holds streams: once the store is
+//! back, its count is what keeps the client within its limit (the streams
+//! it counts are not in the store yet), so a newcomer sharing its slot,
+//! of any limit, is refused locally instead (a charge's share is not
+//! spent).
 
 use std::num::NonZeroU32;
 
@@ -33,12 +38,30 @@ pub struct FallbackLimit {
     pub hold_ms: Option<u64>,
 }
 
+/// The top bit of a stored fingerprint: set on concurrency entries, so
+/// that any newcomer to a slot can tell one holding streams.
+const HOLDS: u64 = 1 << 63;
+
+/// `l`'s fingerprint as its entry stores it.
+fn stored(l: &FallbackLimit) -> u64 {
+    match l.hold_ms {
+        Some(_) => l.fingerprint | HOLDS,
+        None => l.fingerprint & !HOLDS,
+    }
+}
+
+/// Whether a share entry counts another client's streams, live: not to be
+/// taken over (see the module's doc).
+fn holds_others(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> bool {
+    matches!(entry, Some([fp, until, c]) if fp & HOLDS != 0 && fp != stored(l) && until > now_ms && c > 0)
+}
+
 /// What a share entry holds now: its count, if it is this limit's, in this
 /// window (or, for concurrency, not yet expired).
 fn held(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> u64 {
     match (entry, l.hold_ms) {
-        (Some([fp, until, c]), Some(_)) if fp == l.fingerprint && until > now_ms => c,
-        (Some([fp, i, c]), None) if fp == l.fingerprint && i == now_ms / l.window_ms.max(1) => c,
+        (Some([fp, until, c]), Some(_)) if fp == stored(l) && until > now_ms => c,
+        (Some([fp, i, c]), None) if fp == stored(l) && i == now_ms / l.window_ms.max(1) => c,
         _ => 0,
     }
 }
@@ -63,9 +86,10 @@ pub fn admit<S: SharedData + ?Sized>(
             let key = slot_key(l.fingerprint, slots);
             let window = l.window_ms.max(1);
             let got = shared.get(&key);
-            let count = held(l, got.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms);
+            let entry = got.as_ref().and_then(|(b, _)| read_u64s::<3>(b));
+            let count = held(l, entry, now_ms);
             let cost = l.cost;
-            let allowed = count.saturating_add(cost) <= l.share;
+            let allowed = count.saturating_add(cost) <= l.share && !holds_others(l, entry, now_ms);
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
             // The entry's second field: a window's index, or until when the
             // streams held count. A stream's end is unknown: a denied one
@@ -81,7 +105,7 @@ pub fn admit<S: SharedData + ?Sized>(
                 reset_ms,
                 retry_after_ms: if allowed { Some(0) } else { Some(wait) },
             });
-            reads.push((key, got.map(|(_, cas)| cas), [l.fingerprint, stamp, count.saturating_add(cost)]));
+            reads.push((key, got.map(|(_, cas)| cas), [stored(l), stamp, count.saturating_add(cost)]));
         }
         if outcomes.iter().any(|d| !d.allowed) {
             return outcomes;
@@ -106,8 +130,11 @@ pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[F
     for l in limits {
         let index = now_ms / l.window_ms.max(1);
         let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
-            let count = held(l, bytes.and_then(read_u64s::<3>), now_ms);
-            Change::Put(write_u64s([l.fingerprint, index, count.saturating_add(l.cost)]), ())
+            let entry = bytes.and_then(read_u64s::<3>);
+            if holds_others(l, entry, now_ms) {
+                return Change::Leave(());
+            }
+            Change::Put(write_u64s([stored(l), index, held(l, entry, now_ms).saturating_add(l.cost)]), ())
         });
     }
 }
@@ -139,9 +166,12 @@ where
 {
     let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
         let entry = bytes.and_then(read_u64s::<3>);
+        if holds_others(l, entry, now_ms) {
+            return Change::Leave(());
+        }
         let until = entry.map_or(0, |[_, until, _]| until);
         match change(until, held(l, entry, now_ms)) {
-            Some([until, count]) => Change::Put(write_u64s([l.fingerprint, until, count]), ()),
+            Some([until, count]) => Change::Put(write_u64s([stored(l), until, count]), ()),
             None => Change::Leave(()),
         }
     });
@@ -209,5 +239,39 @@ mod tests {
         release_slot(&shared, SLOTS, &cc, 5_001);
         release_slot(&shared, SLOTS, &cc, 5_002);
         assert_eq!(admit(&shared, SLOTS, &[cc], 5_003)[0].remaining, 1, "never below zero");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_concurrency_share_holding_streams_is_never_taken_over_by_a_client_sharing_its_slot() {
+        let shared = FakeShared::default();
+        // Fingerprints 9 and 73 share a slot of 64.
+        let (mine, other) = (
+            FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) },
+            FallbackLimit { hold_ms: Some(3_000), ..limit(73, 2) },
+        );
+        assert!(admit(&shared, SLOTS, &[mine], 0)[0].allowed);
+        // The other client is refused while my stream is held, and neither
+        // its renewal nor its release touches my count.
+        let refused = admit(&shared, SLOTS, &[other], 1)[0];
+        assert_eq!((refused.allowed, refused.retry_after_ms), (false, Some(1000)));
+        renew_slot(&shared, SLOTS, &other, 2);
+        release_slot(&shared, SLOTS, &other, 3);
+        assert_eq!(streams_held(&shared, SLOTS, &mine, 4), 1, "my stream still counts");
+        // Released (or forgotten after max_hold), the slot is free for it.
+        release_slot(&shared, SLOTS, &mine, 5);
+        assert!(admit(&shared, SLOTS, &[other], 6)[0].allowed);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_rate_limit_sharing_the_slot_of_held_streams_neither_takes_it_over_nor_is_charged_there() {
+        let shared = FakeShared::default();
+        let cc = FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) };
+        assert!(admit(&shared, SLOTS, &[cc], 0)[0].allowed);
+        // A rate limit of another client in the same slot (73 = 9 + 64).
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(73, 3) }], 1);
+        assert!(!admit(&shared, SLOTS, &[limit(73, 3)], 2)[0].allowed);
+        assert_eq!(streams_held(&shared, SLOTS, &cc, 3), 1);
     }
 }

@@ -71,9 +71,21 @@ fn shift(spec: &LimitSpec, offset_ms: Option<u64>) -> Option<u64> {
     offset_ms.filter(|_| spec.algorithm == Algorithm::FixedWindow)
 }
 
+/// A Redis Cluster hash slot (0 to 16383): which shard holds a client's
+/// keys, and which breaker guards them. Not a concurrency slot
+/// (`spec::SlotId`) nor a shared-data table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct HashSlot(pub u16);
+
+impl std::fmt::Display for HashSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The Redis Cluster hash slot of keys tagged `{tag}`: CRC16 (XMODEM) of
 /// the tag, modulo 16384, as Redis computes it.
-pub fn cluster_slot(tag: &str) -> u16 {
+pub fn cluster_slot(tag: &str) -> HashSlot {
     let mut crc: u16 = 0;
     for &b in tag.as_bytes() {
         crc ^= u16::from(b) << 8;
@@ -81,7 +93,7 @@ pub fn cluster_slot(tag: &str) -> u16 {
             crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
         }
     }
-    crc % 16384
+    HashSlot(crc % 16384)
 }
 
 #[cfg(test)]
@@ -128,10 +140,10 @@ mod tests {
     #[wasm_bindgen_test]
     fn cluster_slots_are_redis_crc16() {
         // CRC16/XMODEM of "123456789" is 0x31C3 (Redis Cluster spec).
-        assert_eq!(cluster_slot("123456789"), 0x31C3); // already below 16384
-                                                       // CLUSTER KEYSLOT foo = 12182, bar = 5061.
-        assert_eq!(cluster_slot("foo"), 12182);
-        assert_eq!(cluster_slot("bar"), 5061);
+        assert_eq!(cluster_slot("123456789"), HashSlot(0x31C3)); // already below 16384
+                                                                 // CLUSTER KEYSLOT foo = 12182, bar = 5061.
+        assert_eq!(cluster_slot("foo"), HashSlot(12182));
+        assert_eq!(cluster_slot("bar"), HashSlot(5061));
     }
 
     #[test]

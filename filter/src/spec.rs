@@ -40,13 +40,18 @@ pub enum Op {
     /// is the client's streams this proxy admitted from its local share
     /// while the store failed and the store does not hold yet: counted
     /// with the take (admitted iff held + them + 1 <= limit), not written.
-    Take(u64, u64),
+    Take(SlotId, u64),
     /// concurrency: the stream holding this slot ended; never refused.
-    Release(u64),
+    Release(SlotId),
     /// concurrency: the stream holding this slot lives on; never refused
     /// (a slot that expired meanwhile is taken again).
-    Renew(u64),
+    Renew(SlotId),
 }
+
+/// A concurrency slot: the id of one stream's member in its client's set
+/// (drawn at random per stream), not a count, a hash slot or a table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SlotId(pub u64);
 
 impl Op {
     /// The op's code in ARGV.
@@ -71,7 +76,7 @@ impl Op {
     }
 
     /// The slot a concurrency op is about.
-    pub fn slot_id(self) -> Option<u64> {
+    pub fn slot_id(self) -> Option<SlotId> {
         match self {
             Op::Take(id, _) | Op::Release(id) | Op::Renew(id) => Some(id),
             _ => None,

@@ -20,6 +20,7 @@
 //! keeps the time of the last slot failure): the allow path pays one read.
 
 use crate::config::Breaker;
+use crate::keys::HashSlot;
 use crate::shared::{self, read_u64s, write_u64s, Change, SharedData};
 use crate::store::StoreError;
 
@@ -93,7 +94,7 @@ fn decode(bytes: Option<&[u8]>) -> Record {
     bytes.and_then(read_u64s::<4>).unwrap_or([0; 4])
 }
 
-fn slot_key(slot: u16) -> String {
+fn slot_key(slot: HashSlot) -> String {
     format!("ratelimit.breaker.{slot}")
 }
 
@@ -119,7 +120,7 @@ fn gate_one<S: SharedData + ?Sized>(shared: &S, key: &str, now_ms: u64, probe_ms
 
 /// Decides whether a call for a key in hash slot `slot` may go to the store.
 /// `probe_ms` bounds how long one probe may hold a half-open breaker.
-pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now_ms: u64, probe_ms: u64) -> Gate {
+pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now_ms: u64, probe_ms: u64) -> Gate {
     let (store_gate, store) = gate_one(shared, STORE_KEY, now_ms, probe_ms);
     if store_gate != Gate::Call {
         return store_gate;
@@ -172,7 +173,7 @@ fn closed(r: Record) -> Option<Record> {
 }
 
 /// Records the result of a call for hash slot `slot`.
-pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: u16, now_ms: u64, health: Health) {
+pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now_ms: u64, health: Health) {
     match health {
         // Consecutive: any answer in between resets the count.
         Health::StoreDown => update(shared, STORE_KEY, |r| {

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use crate::algorithm::CC_RETRY_MS;
 use crate::outcome::LimitOutcome;
-use crate::spec::{LimitSpec, Op};
+use crate::spec::{LimitSpec, Op, SlotId};
 
 /// Slots by id, each with its expiry (ms, the store's clock).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SlotsState(BTreeMap<u64, u64>);
+pub struct SlotsState(BTreeMap<SlotId, u64>);
 
 impl SlotsState {
     /// Slots held at `now`.

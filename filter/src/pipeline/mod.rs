@@ -10,7 +10,7 @@ use crate::deny_cache::DenyCache;
 use crate::fallback::FallbackLimit;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
-use crate::keys::cluster_slot;
+use crate::keys::{cluster_slot, HashSlot};
 use crate::metrics::{Event, Metrics};
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
@@ -20,7 +20,7 @@ use crate::response::{
     Shown,
 };
 use crate::shared::SharedData;
-use crate::spec::Op;
+use crate::spec::{Op, SlotId};
 use crate::store::StoreError;
 
 /// The host services a request's evaluation needs.
@@ -61,7 +61,7 @@ pub struct Charge {
     /// The escaped identity.
     pub identity: String,
     /// Its hash slot.
-    pub slot: u16,
+    pub slot: HashSlot,
     /// The limits to charge (indices into the rule's limits) and their
     /// staggered window offsets.
     pub limits: Vec<(usize, Option<u64>)>,
@@ -81,9 +81,9 @@ pub struct Hold {
     /// The escaped identity.
     pub identity: String,
     /// Its hash slot.
-    pub slot: u16,
+    pub slot: HashSlot,
     /// The slot's id in the store.
-    pub id: u64,
+    pub id: SlotId,
     /// The identity's digest (the local share's fingerprint).
     pub digest: IdentityDigest,
     /// Held in the local share, not in the store.
@@ -155,7 +155,7 @@ pub struct PlannedDecision {
     /// The limits, rule by rule, in order.
     pub limits: Vec<PlannedLimit>,
     /// The Redis Cluster hash slot of its keys (its slot breaker).
-    pub slot: u16,
+    pub slot: HashSlot,
     /// The identity's digest, for deny-cache and fallback fingerprints.
     digest: IdentityDigest,
     /// Its partition key, when a rule of it sends the IETF fields.
@@ -399,9 +399,9 @@ fn count_local_streams<S: SharedData + ?Sized>(
 /// `random`: ids of one request differ, and the ids of the fleet's
 /// streams collide no more than random 64-bit numbers do (each VM's
 /// generator is seeded from the host's entropy). Never 0.
-fn slot_id(random: u64, r: usize, i: usize) -> u64 {
+fn slot_id(random: u64, r: usize, i: usize) -> SlotId {
     let salt = ((r as u64) << 32) ^ (i as u64);
-    crate::fingerprint::combine(random, &[salt]).max(1)
+    SlotId(crate::fingerprint::combine(random, &[salt]).max(1))
 }
 
 /// Whether `shown` is a concurrency limit's outcome.

@@ -3,12 +3,13 @@
 //! once, alone; those that arrive while the worker waits on all its calls
 //! queue here and leave together in the next call, in arrival order.
 
+use crate::keys::HashSlot;
 use std::collections::VecDeque;
 
 /// What the batcher needs to know of a queued decision.
 pub trait Batchable {
     /// The Redis Cluster hash slot of its keys.
-    fn slot(&self) -> u16;
+    fn slot(&self) -> HashSlot;
     /// An upper bound of the bytes it adds to a call.
     fn size(&self) -> usize;
     /// When it was queued (ms).
@@ -126,8 +127,8 @@ mod tests {
     struct D(u32, u16, usize);
 
     impl Batchable for D {
-        fn slot(&self) -> u16 {
-            self.1
+        fn slot(&self) -> HashSlot {
+            HashSlot(self.1)
         }
         fn size(&self) -> usize {
             self.2

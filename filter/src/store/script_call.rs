@@ -118,7 +118,7 @@ impl ScriptCall {
                 shape.push(l.op.code().to_string());
                 shape.push(l.op.amount().to_string());
                 // The offset argument: a concurrency slot's id, or the offset.
-                shape.push(l.op.slot_id().or(l.offset_ms).unwrap_or(0).to_string());
+                shape.push(l.op.slot_id().map(|s| s.0).or(l.offset_ms).unwrap_or(0).to_string());
                 limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, now_ms);
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }

@@ -7,6 +7,7 @@
 
 use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
+use crate::keys::HashSlot;
 use crate::spec::{DecisionCall, LimitCall, Op};
 use crate::store::batcher::Fill;
 use crate::store::flow::{self, Message, Stage, Step};
@@ -19,7 +20,7 @@ use crate::store::Transport;
 impl Worker {
     /// The limits of `owner`'s decision (rule, limit, op, offset), its
     /// identity and slot; `None` when its stream or charge is gone.
-    pub(super) fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, u16)> {
+    pub(super) fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, HashSlot)> {
         let call = |rule: usize, limit: usize, op: Op, offset_ms: Option<u64>| {
             let r = self.config.rules.get(rule)?;
             Some(LimitCall { rule: &r.name, spec: r.limits.get(limit)?.spec, op, offset_ms })
@@ -124,7 +125,7 @@ impl Worker {
     /// charge is gone are left out); its slots are its owners'.
     pub(super) fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
         let mut owners = Vec::with_capacity(batch.len());
-        let mut slots: Vec<u16> = Vec::with_capacity(batch.len());
+        let mut slots: Vec<HashSlot> = Vec::with_capacity(batch.len());
         let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
         for q in batch {
             let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
@@ -206,7 +207,7 @@ impl Worker {
         let now = host.now_ms();
         let results: Result<Vec<DecisionResult>, StoreError> = result.and_then(|reply| flight.call.decode(&reply));
         let breaker = &self.config.store.breaker;
-        let mut slots: Vec<u16> = Vec::with_capacity(flight.slots.len());
+        let mut slots: Vec<HashSlot> = Vec::with_capacity(flight.slots.len());
         for &slot in &flight.slots {
             if !slots.contains(&slot) {
                 slots.push(slot);
@@ -214,7 +215,8 @@ impl Worker {
         }
         match &results {
             Ok(per_decision) => {
-                let failed = |slot: u16| flight.slots.iter().zip(per_decision).any(|(&s, r)| s == slot && r.is_err());
+                let failed =
+                    |slot: HashSlot| flight.slots.iter().zip(per_decision).any(|(&s, r)| s == slot && r.is_err());
                 for &slot in &slots {
                     let health = if failed(slot) { Health::KeyFailed } else { Health::Answered };
                     breaker::record(host, breaker, slot, now, health);
@@ -222,7 +224,7 @@ impl Worker {
             }
             Err(_) => match Health::of(&results) {
                 Health::StoreDown => {
-                    breaker::record(host, breaker, slots.first().copied().unwrap_or(0), now, Health::StoreDown)
+                    breaker::record(host, breaker, slots.first().copied().unwrap_or_default(), now, Health::StoreDown)
                 }
                 health => slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
             },

@@ -8,6 +8,7 @@
 //! remains caps it): a hot client with none yet asks nothing, and its
 //! decision's answer is kept as the view instead.
 
+use crate::keys::HashSlot;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
@@ -29,7 +30,7 @@ pub(super) struct LeaseAsk {
     requests: u64,
     pub(super) rules: Vec<usize>,
     pub(super) identity: String,
-    pub(super) slot: u16,
+    pub(super) slot: HashSlot,
     /// The decision's limits, each used `requests` times its units.
     pub(super) limits: Vec<PlannedLimit>,
     /// When it was asked: its windows are those of this instant or later.

@@ -28,6 +28,7 @@ mod usage_watch;
 mod tests;
 
 use crate::id_map::IdMap;
+use crate::keys::HashSlot;
 
 pub use host::Host;
 pub use incidents::{Incident, Incidents};
@@ -102,14 +103,14 @@ pub const MAX_FLIGHTS: usize = 64;
 #[derive(Debug)]
 struct Queued {
     owner: Owner,
-    slot: u16,
+    slot: HashSlot,
     size: usize,
     /// When it was queued.
     since_ms: u64,
 }
 
 impl Batchable for Queued {
-    fn slot(&self) -> u16 {
+    fn slot(&self) -> HashSlot {
         self.slot
     }
     fn size(&self) -> usize {
@@ -124,7 +125,7 @@ impl Batchable for Queued {
 #[derive(Debug)]
 struct Flight {
     owners: Vec<Owner>,
-    slots: Vec<u16>,
+    slots: Vec<HashSlot>,
     call: ScriptCall,
     stage: Stage,
     /// When the first message went (the call's latency).

@@ -401,6 +401,11 @@ impl Host {
         lock(&self.world).shared.keys()
     }
 
+    /// The value of shared-data key `key`, if written.
+    pub fn shared_value(&self, key: &str) -> Option<Vec<u8>> {
+        lock(&self.world).shared.get(key).map(|(value, _)| value)
+    }
+
     /// The `proxy_redis_init` calls VM `vm` made.
     pub fn redis_inits(&self, vm: usize) -> Vec<RedisInit> {
         self.vms[vm].store.data().redis_inits.clone()

@@ -4,7 +4,7 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, Op};
+use ratelimit::spec::{DecisionCall, Op, SlotId};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
@@ -145,13 +145,13 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
         refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
     };
-    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(7))]);
+    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(SlotId(7)))]);
     assert!(release_fw.contains("ratelimit: shape 1 limit 1: r applies to cc only"), "{release_fw}");
-    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(7))]);
+    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(SlotId(7)))]);
     assert!(renew_fw.contains("ratelimit: shape 1 limit 1: n applies to cc only"), "{renew_fw}");
     let charge_cc = refuse(&mut f, &[limit(cc, Op::Charge(1))]);
     assert!(charge_cc.contains("ratelimit: shape 1 limit 1: g is impossible on cc"), "{charge_cc}");
-    let mixed = refuse(&mut f, &[limit(cc, Op::Take(7, 0)), limit(fw, Op::Charge(1))]);
+    let mixed = refuse(&mut f, &[limit(cc, Op::Take(SlotId(7), 0)), limit(fw, Op::Charge(1))]);
     assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, r and n"), "{mixed}");
     let two = refuse(&mut f, &[limit(cc, Op::Check(2))]);
     assert!(
@@ -161,7 +161,7 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let id = "ratelimit: shape 1 limit 1: a cc slot id must be 1 to 20 digits, not 0";
     for bad in ["0", "-1", "1.5", "abc", "123456789012345678901", "1e5"] {
         let mut call =
-            ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(9, 0))] }]);
+            ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(SlotId(9), 0))] }]);
         let at = call.args.iter().rposition(|a| a == "9").unwrap();
         call.args[at] = bad.to_string();
         let err = refused(&mut f, &call, T0);

@@ -21,7 +21,7 @@ fn multi_limit_calls_run_on_the_slot_owner_of_every_identity() {
         assert_eq!(call.keys.len(), 6);
         let slot: u16 =
             redis::cmd("CLUSTER").arg("KEYSLOT").arg(&call.keys[0]).query(&mut cluster.nodes[0].connect()).unwrap();
-        assert_eq!(ratelimit::keys::cluster_slot(&format!("user{i}")), slot, "the filter's slot of user{i}");
+        assert_eq!(ratelimit::keys::cluster_slot(&format!("user{i}")).0, slot, "the filter's slot of user{i}");
         let owner = cluster.owner_of(&call.keys[0]);
         owners.insert(owner.port);
         let decisions = evalsha(&mut owner.connect(), ratelimit::script::sha1_hex(), &call, None)

@@ -218,10 +218,15 @@ fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -> Re
         flushed_at: 0,
         calm: schedule.iter().all(|s| !matches!(s, Step::Faults { .. } | Step::Reload { .. } | Step::Flush)),
     };
+    // SIM_TRACE=1 with SIM_SEED: every step, and the `co` streams after it.
+    let trace = std::env::var_os("SIM_TRACE").is_some();
     for (i, step) in schedule.iter().enumerate() {
         world.step = i + 1;
         world.apply(step);
         world.settle();
+        if trace {
+            world.trace(i, step);
+        }
         world.check().map_err(|v| format!("{v} at step {i}"))?;
     }
     world.wind_down()?;
@@ -329,6 +334,26 @@ impl World {
                     _ => {}
                 }
             }
+        }
+    }
+
+    fn trace(&self, i: usize, step: &Step) {
+        eprintln!(
+            "step {i}: {step:?}; co slots taken {} in the store, {} locally",
+            self.sum("ratelimit.co.slots_taken"),
+            self.sum("ratelimit.co.slots_taken_locally")
+        );
+        for key in self.hosts[0].shared_keys().iter().filter(|k| k.starts_with("ratelimit.fallback.")) {
+            let v = self.hosts[0].shared_value(key).unwrap_or_default();
+            let fields: Vec<u64> = v.chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect();
+            eprintln!("  {key}: {fields:?}");
+        }
+        for t in self.streams.iter().filter(|t| RULES[t.rule] == "co") {
+            let state = self.hosts[t.proxy].state(t.id);
+            eprintln!(
+                "  co u{} {:?} begun {} admitted {}@{} by_store {} {state:?}",
+                t.user, t.id, t.begun, t.admitted, t.admitted_at, t.by_store
+            );
         }
     }
 
