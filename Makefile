@@ -13,9 +13,9 @@ WASM_OPT := wasm-opt -O3 --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build image push test test-native test-wasm clippy demo soak bench sim clean
+.PHONY: help setup build image push test unit fmt-check test-native test-wasm clippy demo soak bench sim clean
 
-help: ## List the targets
+help: ## List every target with what it does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 setup: ## Install what is missing (Rust targets, Debian packages, Envoy); idempotent
@@ -47,8 +47,15 @@ push: image ## Push dist/oci/* to REGISTRY=host[:port]/path (INSECURE=1: plain H
 	@[ -n "$(REGISTRY)" ] || { echo "push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/acme" >&2; exit 2; }
 	INSECURE=$(INSECURE) .ci/oci_push.sh "$(REGISTRY)" dist/oci/*/
 
-test: setup build ## Set up, build, lint, and run every test (what CI runs)
-	$(MAKE) --no-print-directory clippy test-native test-wasm
+test: setup build ## Set up, build, check formatting, lint, and run every test (what CI runs)
+	$(MAKE) --no-print-directory fmt-check clippy test-native test-wasm
+
+unit: ## The unit tests only: no root, no servers, no build of the modules (under a minute once compiled)
+	cargo test -q -p ratelimit-filter
+	cargo test -q -p host-tests --test differential
+
+fmt-check: ## Fail if any file is not as `cargo fmt` writes it (run by make test; `cargo fmt --all` fixes it)
+	cargo fmt --all -- --check
 
 clippy: ## Lint under the workspace lints (no unwrap/expect/panic outside tests), both shipped builds
 	cargo clippy --workspace --all-targets -- -D warnings
@@ -68,17 +75,17 @@ sim: setup build ## Simulate the real module under random schedules and faults f
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo
 
-soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_SECONDS (600); figures to BENCHMARKS.md
+soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_SECONDS (600); figures to docs/BENCHMARKS.md
 	cargo run -q -p host-tests --bin soak
 
 # When `make bench` started (build included), for the report.
 bench: BENCH_T0 := $(shell date +%s)
-bench: setup build ## Measure proxy and store cost, batching, token streams, abuse, accuracy; rewrite BENCHMARKS.md and its plots (~18 min)
+bench: setup build ## Measure proxy and store cost, batching, token streams, abuse, accuracy; rewrite docs/BENCHMARKS.md and its plots (~18 min)
 	cargo build --profile driver -q -p host-tests --bin bench
 	@$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/python -m pip install -q matplotlib
 	@figures=$$(mktemp -d) && trap 'rm -rf "$$figures"' EXIT && \
 	  BENCH_T0=$(BENCH_T0) target/driver/bench "$$figures" && \
-	  $(VENV)/bin/python host-tests/bench-plot.py "$$figures/figures.json" .
+	  $(VENV)/bin/python host-tests/bench-plot.py "$$figures/figures.json" docs
 
 clean: ## Remove build outputs
 	cargo clean

@@ -3,7 +3,7 @@
 //! where the driver says `--@include <file>` (inlined, not called: a Lua
 //! function call costs Redis on every limit). Nothing is renamed or
 //! stripped, so every line of the script is a line of a file in `lua/`;
-//! `script_map.rs` says which (README "The decision script"), and names
+//! `script_map.rs` says which (docs/algorithms.md, "The decision script"), and names
 //! the script by its SHA-1, computed here for EVALSHA.
 //!
 //! Outputs in OUT_DIR: `script.lua` (production: Redis `TIME` is the

@@ -1,6 +1,6 @@
-"""Draws the figures of BENCHMARKS.md from the data `make bench` measured.
+"""Draws the figures of docs/BENCHMARKS.md from the data `make bench` measured.
 
-Usage: bench-plot.py <figures.json> <output dir>
+Usage: bench-plot.py <figures.json> <output dir>   (make bench: docs)
 
 The bench binary (host-tests/src/bin/bench.rs) measures and writes
 figures.json; this script only draws it, one PNG per figure, named

@@ -3,7 +3,7 @@
 //! random seed (which would import WASI's `random_get` into every VM) nor
 //! resistance to crafted collisions. Not std's SipHash: these maps are read
 //! on every request, and SipHash was about 2,700 of the 6,900 wasm
-//! instructions of a request no rule matches (README "Dependencies").
+//! instructions of a request no rule matches (docs/contributing.md, "Dependencies").
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;

@@ -40,7 +40,7 @@ pub struct LocalReply {
 
 /// Header list. Values are `CompactString`: the numbers of the rate-limit
 /// headers (up to 24 bytes) are kept inline, with no allocation each
-/// (README "Dependencies").
+/// (docs/contributing.md, "Dependencies").
 pub type Headers = Vec<(&'static str, CompactString)>;
 
 /// The content type of every reply the filter sends.

@@ -7,6 +7,10 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// The benchmark report `make bench` and `make soak` write, from the root
+/// (its plots, `BENCHMARKS-<figure>.png`, sit beside it).
+pub const BENCHMARKS: &str = "docs/BENCHMARKS.md";
+
 /// A file under `dist/`, or a clear failure telling how to build it.
 pub fn dist(name: &str) -> PathBuf {
     let path = root().join("dist").join(name);

@@ -1,4 +1,4 @@
-//! The Redis ACL users README's "Store security" shows, read from README
+//! The Redis ACL users docs/store-security.md shows, read from that page
 //! itself so that the tests apply exactly what users are told to, and the
 //! commands the decision script calls, read from the script (Redis checks
 //! each of them against the user who runs the script).
@@ -7,21 +7,24 @@ use std::collections::BTreeSet;
 
 use crate::paths::root;
 
-/// What README writes where the user's password goes.
+/// The page that shows the users.
+pub const PAGE: &str = "docs/store-security.md";
+
+/// What the page writes where the user's password goes.
 pub const PASSWORD_PLACEHOLDER: &str = ">REPLACE-WITH-A-PASSWORD";
 
-/// The rules of README's `ACL SETUSER <user> ...` line (everything after
+/// The rules of the page's `ACL SETUSER <user> ...` line (everything after
 /// the user name), with the password placeholder replaced by `password`.
 pub fn readme_rules(user: &str, password: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root().join(PAGE)).unwrap_or_else(|e| panic!("{PAGE}: {e}"));
     let prefix = format!("ACL SETUSER {user} ");
-    let lines: Vec<&str> = readme.lines().filter(|l| l.starts_with(&prefix)).collect();
-    assert_eq!(lines.len(), 1, "README shows one `{prefix}...` line");
+    let lines: Vec<&str> = page.lines().filter(|l| l.starts_with(&prefix)).collect();
+    assert_eq!(lines.len(), 1, "{PAGE} shows one `{prefix}...` line");
     let rules: Vec<String> = lines[0][prefix.len()..]
         .split_whitespace()
         .map(|r| if r == PASSWORD_PLACEHOLDER { format!(">{password}") } else { r.to_string() })
         .collect();
-    assert!(rules.iter().any(|r| *r == format!(">{password}")), "README's {user} line has no {PASSWORD_PLACEHOLDER}");
+    assert!(rules.iter().any(|r| *r == format!(">{password}")), "{PAGE}'s {user} line has no {PASSWORD_PLACEHOLDER}");
     rules
 }
 
@@ -69,6 +72,14 @@ pub fn script_commands(script: &str) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_page_shows_one_user_for_each_transport() {
+        for user in ["webdis", "ratelimit"] {
+            let rules = readme_rules(user, "pw");
+            assert!(rules.contains(&">pw".to_string()) && rules.contains(&"+evalsha".to_string()), "{user}: {rules:?}");
+        }
+    }
 
     #[test]
     fn the_script_commands_are_found_through_aliases() {

@@ -32,7 +32,7 @@ pub struct Batching {
 }
 
 /// StoreSettings calls in flight per worker when the configuration says nothing:
-/// chosen by measurement (BENCHMARKS.md, "Batching").
+/// chosen by measurement (docs/BENCHMARKS.md, "Batching").
 pub const DEFAULT_IN_FLIGHT: NonZeroU32 = NonZeroU32::MIN.saturating_add(1);
 /// Decisions per call when the configuration says nothing.
 pub const DEFAULT_DECISIONS: NonZeroU32 = NonZeroU32::MIN.saturating_add(31);

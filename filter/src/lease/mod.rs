@@ -6,8 +6,8 @@
 //! consumes them), handed to this proxy to admit the client's next
 //! requests itself. Because the units are counted before they are spent,
 //! no window ever admits more than its limit across the fleet; what a
-//! lease leaves unspent when it ends is admitted by nobody (see README
-//! "Leases" for the bound this puts on under-admission).
+//! lease leaves unspent when it ends is admitted by nobody (see
+//! docs/leases.md for the bound this puts on under-admission).
 //!
 //! - `heat`: per worker, how many requests an identity sent in the last
 //!   `max_age` (a sliding counter in a fixed table): who is hot, and how

@@ -9,7 +9,7 @@
 //! when it ends is admitted by nobody, so a draw is small: `draw_size`,
 //! at most 16 requests and an eighth of `max_units` (none for leases of
 //! fewer than 16 requests), which bounds what a worker's pocket can strand
-//! (README "Leases"). A pocket is kept only where it pushes out no other
+//! (docs/leases.md). A pocket is kept only where it pushes out no other
 //! pocket that still holds requests; where it would, the worker draws one
 //! request at a time, as without pockets.
 

@@ -1,5 +1,7 @@
-//! What each part of the benchmark hands back, and the BENCHMARKS.md made of
-//! it. A `## Soak` section written by another tool is kept as it is.
+//! What each part of the benchmark hands back, and the docs/BENCHMARKS.md
+//! made of it. Sections `make bench` does not measure (`## Soak`, written by
+//! `make soak`, and `## Single sittings`, measurements made by hand) are
+//! kept as they are.
 
 use serde_json::Value;
 
@@ -59,13 +61,17 @@ pub fn targets_table(targets: &[Target]) -> String {
     table(&["what", "target", "measured", "verdict", "why / note"], &rows)
 }
 
-/// The `## Soak` section of an existing report (up to the next `## `), if any.
-pub fn soak_section(existing: &str) -> Option<String> {
+/// The headings of the sections a new report keeps from the old one.
+pub const KEPT_SECTIONS: [&str; 2] = ["Soak", "Single sittings"];
+
+/// The kept sections of an existing report (each up to the next `## `), in
+/// their order, if any.
+pub fn kept_sections(existing: &str) -> Option<String> {
     let mut out = String::new();
     let mut inside = false;
     for line in existing.lines() {
-        if line.starts_with("## ") {
-            inside = line.trim_end() == "## Soak" || line.starts_with("## Soak ");
+        if let Some(title) = line.strip_prefix("## ") {
+            inside = KEPT_SECTIONS.iter().any(|k| title.trim_end() == *k || title.starts_with(&format!("{k} ")));
         }
         if inside {
             out.push_str(line);
@@ -75,15 +81,15 @@ pub fn soak_section(existing: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// The whole document: the header, every section, then the kept soak section.
-pub fn document(header: &str, sections: &[Section], soak: Option<&str>) -> String {
+/// The whole document: the header, every section, then the kept sections.
+pub fn document(header: &str, sections: &[Section], kept: Option<&str>) -> String {
     let mut out = header.to_string();
     for s in sections {
         out.push_str(&format!("\n## {}\n\n{}", s.title, s.body));
     }
-    if let Some(soak) = soak {
+    if let Some(kept) = kept {
         out.push('\n');
-        out.push_str(soak);
+        out.push_str(kept);
     }
     out
 }
@@ -93,9 +99,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_soak_section_is_kept_verbatim() {
+    fn the_soak_and_single_sittings_sections_are_kept_verbatim() {
         let old = "# B\n\n## Proxy cost\nold\n\n## Soak\n\nkept | 1\n\n## Accuracy\nold\n";
-        assert_eq!(soak_section(old).as_deref(), Some("## Soak\n\nkept | 1\n\n"));
-        assert_eq!(soak_section("# B\n## Soaked\n"), None);
+        assert_eq!(kept_sections(old).as_deref(), Some("## Soak\n\nkept | 1\n\n"));
+        assert_eq!(kept_sections("# B\n## Soaked\n"), None);
+        let both = "# B\n## Soak\ns\n## Store cost\nold\n## Single sittings\n\n### 2026-12-03\nn\n";
+        assert_eq!(kept_sections(both).as_deref(), Some("## Soak\ns\n## Single sittings\n\n### 2026-12-03\nn\n"));
     }
 }

@@ -3,7 +3,8 @@
 //! spares the store under abuse, and how accurate the sliding window is;
 //! prints every figure as it goes, writes the figures' data to
 //! `<dir>/figures.json` for `host-tests/bench-plot.py`, and rewrites
-//! BENCHMARKS.md (keeping its `## Soak` section).
+//! docs/BENCHMARKS.md (keeping its `## Soak` and `## Single sittings`
+//! sections).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
 //! BENCH_ONLY=proxy,module,tokens,store,batches,instructions,memory,abuse,accuracy:
@@ -25,12 +26,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use host_tests::bench::machine::{compilers, Machine};
-use host_tests::bench::report::{document, soak_section, table, targets_table, Section, Target};
+use host_tests::bench::report::{document, kept_sections, table, targets_table, Section, Target};
 use host_tests::bench::{
     abuse, accuracy, batching, module_work, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost,
     store_memory, token_streams,
 };
-use host_tests::paths::root;
+use host_tests::paths::{root, BENCHMARKS};
 use host_tests::redis_server::RedisServer;
 
 /// The largest module the targets allow.
@@ -149,10 +150,10 @@ fn main() {
     let figures: serde_json::Map<String, serde_json::Value> =
         sections.iter().map(|s| (s.title.clone(), s.figures.clone())).collect();
     std::fs::write(dir.join("figures.json"), serde_json::Value::Object(figures).to_string()).unwrap();
-    let report = if only.is_some() { dir.join("BENCHMARKS.md") } else { root().join("BENCHMARKS.md") };
-    let existing = std::fs::read_to_string(root().join("BENCHMARKS.md")).unwrap_or_default();
-    let soak = soak_section(&existing);
-    std::fs::write(&report, document(&header, &sections, soak.as_deref())).unwrap();
+    let report = if only.is_some() { dir.join("BENCHMARKS.md") } else { root().join(BENCHMARKS) };
+    let existing = std::fs::read_to_string(root().join(BENCHMARKS)).unwrap_or_default();
+    let kept = kept_sections(&existing);
+    std::fs::write(&report, document(&header, &sections, kept.as_deref())).unwrap();
     println!(
         "Wrote {} and {}/figures.json in {:.0} s.",
         report.display(),

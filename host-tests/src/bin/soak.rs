@@ -3,7 +3,7 @@
 //! well-behaved clients (a new set every 30 s, each far below its limits)
 //! and a few abusive ones (far over them). It samples Envoy's, webdis's and
 //! Redis's memory and Redis's key count, checks what clients saw, and writes
-//! its figures to the `## Soak` section of BENCHMARKS.md.
+//! its figures to the `## Soak` section of docs/BENCHMARKS.md.
 //!
 //! Checks (exit status 1 if any fails): every answer is 200 or 429; a 429
 //! only for an abusive client; no 503 (Redis stays up); each abusive client
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use host_tests::fleet::{rss_kib, Fleet};
 use host_tests::http::agent;
-use host_tests::paths::root;
+use host_tests::paths::{root, BENCHMARKS};
 use host_tests::redis_server::RedisServer;
 
 const PROXIES: usize = 2;
@@ -383,10 +383,10 @@ fn main() {
     }
 }
 
-/// Replaces the `## Soak` section of BENCHMARKS.md (up to the next `## `),
+/// Replaces the `## Soak` section of docs/BENCHMARKS.md (up to the next `## `),
 /// or appends it; creates the file if absent.
 fn write_section(section: &str) {
-    let path = root().join("BENCHMARKS.md");
+    let path = root().join(BENCHMARKS);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n\n".to_string());
     let out = match text.find("## Soak\n") {
         Some(start) => {
@@ -396,5 +396,5 @@ fn write_section(section: &str) {
         None => format!("{}{}{section}", text, if text.ends_with("\n\n") { "" } else { "\n" }),
     };
     std::fs::write(&path, out).unwrap();
-    println!("Wrote the ## Soak section of BENCHMARKS.md");
+    println!("Wrote the ## Soak section of {BENCHMARKS}");
 }

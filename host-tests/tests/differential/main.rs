@@ -1,6 +1,6 @@
 //! The parts of the filter written here although a well-kept crate does
 //! the same job, each checked against that crate on generated inputs (see
-//! README "Dependencies" for why each stays): the strict JSON parser
+//! docs/contributing.md, "Dependencies", for why each stays): the strict JSON parser
 //! against `serde_json`, the structured-field serializer against `sfv`.
 
 // A test crate: a failed step in a helper is a failed test.

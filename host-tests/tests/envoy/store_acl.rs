@@ -1,6 +1,6 @@
 //! A least-privilege store: the shipped webdis.json refuses every command
 //! but the filter's (EVALSHA, SCRIPT, INFO), and those without its basic-auth
-//! credential, leaving Redis untouched; README's Redis ACL user closes what
+//! credential, leaving Redis untouched; docs/store-security.md's Redis ACL user closes what
 //! webdis cannot (SCRIPT is enabled whole). Through both, the filter in real
 //! Envoy decides exactly, and reloads the script after a SCRIPT FLUSH.
 
@@ -214,7 +214,7 @@ const RULES: &str = r#"
   {"name":"gc","match":{"path_prefix":"/gc"},"key":["header:x-client"],"failure_mode":"closed","limits":[{"algorithm":"gcra","limit":3,"window":"1h","burst":3}]},
   {"name":"sl","match":{"path_prefix":"/sl"},"key":["header:x-client"],"failure_mode":"closed","limits":[{"algorithm":"sliding_log","limit":3,"window":"1h"}]}"#;
 
-/// The password README's user gets in these tests.
+/// The password the documented user gets in these tests.
 const PASSWORD: &str = "acl-test-password";
 
 /// A connection as `user`.
@@ -240,7 +240,7 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     // Exactly what the filter and its script need.
     let mut needed = script_commands(SCRIPT);
     needed.extend(["evalsha", "script|load", "info"].map(String::from));
-    assert_eq!(allowed_commands(&rules), needed, "README's webdis user");
+    assert_eq!(allowed_commands(&rules), needed, "docs/store-security.md's webdis user");
     // webdis 0.1.9 sends `AUTH <password>` alone: it logs in as `default`.
     set_user(&mut root, "default", &rules);
     drop(root);
@@ -248,7 +248,7 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
 
     let webdis = Webdis::start_with(redis.port, &[("redis_auth", PASSWORD.into())]);
     let backend = Backend::start();
-    // README's user holds the keys of domain "demo" (envoy.yaml's).
+    // The documented user holds the keys of domain "demo" (envoy.yaml's).
     let config = plugin_config(RULES).replacen(r#""domain":"t""#, r#""domain":"demo""#, 1);
     let envoy = start_from_template(backend.port, webdis.port, Some(&config), 2)
         .unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log));

@@ -1,7 +1,7 @@
 //! Leases across a fleet: three proxies of two workers each sharing one
 //! Redis, one hot client offered three times its limit through all of them
 //! at once. Admitted: never more than the limit, and at least the limit
-//! less the bound README "Leases" states (P proxies × max_units, plus a
+//! less the bound docs/leases.md states (P proxies × max_units, plus a
 //! pocket per worker where leases are drawn more than one request at a
 //! time), for every windowed algorithm and for token_bucket and gcra, and
 //! with pockets; two limits of one rule

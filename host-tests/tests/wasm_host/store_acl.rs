@@ -1,4 +1,4 @@
-//! README's Redis ACL user of the `redis` transport, on a real
+//! docs/store-security.md's Redis ACL user of the `redis` transport, on a real
 //! redis-server: the Redis-call build decides every algorithm exactly as
 //! that user, NOSCRIPT included (it sends EVAL with the script), and the
 //! user can do nothing else: no FLUSHALL, KEYS, CONFIG, no Lua reaching
@@ -10,7 +10,7 @@ use ratelimit::script::SCRIPT;
 
 use crate::fixture::{Kind, Servers};
 
-/// The password README's user gets here.
+/// The password the documented user gets here.
 const PASSWORD: &str = "acl-test-password";
 
 /// The five algorithms, fail closed (a store error is a 503, never a 200).
@@ -46,9 +46,13 @@ fn readmes_redis_transport_user_decides_exactly_and_can_do_nothing_else() {
     let rules = readme_rules("ratelimit", PASSWORD);
     let mut needed = script_commands(SCRIPT);
     needed.extend(["evalsha", "eval", "info"].map(String::from));
-    assert_eq!(allowed_commands(&rules), needed, "README's ratelimit user: exactly what the module and its script run");
+    assert_eq!(
+        allowed_commands(&rules),
+        needed,
+        "docs/store-security.md's ratelimit user: exactly what the module and its script run"
+    );
     set_user(&mut admin, "ratelimit", &rules);
-    // README's user holds the keys of domain "demo"; no `?db=`, so no SELECT.
+    // The documented user holds the keys of domain "demo"; no `?db=`, so no SELECT.
     let store = format!(r#","cluster":"store","username":"ratelimit","password":"{PASSWORD}""#);
     let config = Kind::Redis.config_full(RULES, &store, r#","domain":"demo""#);
     let mut host = servers.host(&config, 1).start();
