@@ -15,6 +15,9 @@ pub const GC_BURST: u64 = 20;
 pub const MAX_UNITS: u64 = 8;
 /// `concurrency` 3, fail closed, `max_hold` 60 s.
 pub const CC_LIMIT: u64 = 3;
+/// `ccx`: a `fixed_window` of 4 an hour per client and path, fail closed,
+/// on requests that also take a `cc` slot (in another decision).
+pub const CX_LIMIT: u64 = 4;
 
 /// `concurrency` 2, fail open (`fleet_size` 1: the local share is 2).
 pub const CO_LIMIT: u64 = 2;
@@ -31,6 +34,8 @@ pub struct Client {
     pub sl_admitted: u64,
     /// Requests of `gc` let through.
     pub gc_admitted: u64,
+    /// Requests of `ccx` let through.
+    pub cx_admitted: u64,
     /// Streams of `cc` let through and not ended.
     pub cc_open: u64,
     /// Streams of `cc` a VM reload took away (let through or still
@@ -54,6 +59,9 @@ pub type Violation = String;
 pub fn check(client: &Client, run_secs: u64, lease_slack: u64) -> Result<(), Violation> {
     if client.fw_admitted > FW_LIMIT {
         return Err(format!("exact.fixed_window: {} admitted of {FW_LIMIT} an hour", client.fw_admitted));
+    }
+    if client.cx_admitted > CX_LIMIT {
+        return Err(format!("exact.fixed_window: {} admitted of {CX_LIMIT} an hour (ccx)", client.cx_admitted));
     }
     if client.sl_admitted > SL_LIMIT {
         return Err(format!("exact.sliding_log: {} admitted of {SL_LIMIT} an hour", client.sl_admitted));

@@ -4,9 +4,10 @@ use host_tests::prng::Rng;
 use host_tests::wasm_host::Fault;
 
 /// The rules of the simulated configuration, by path.
-pub const RULES: [&str; 7] = ["fw", "tb", "cc", "co", "sl", "gc", "tk"];
-/// Clients.
-pub const USERS: usize = 3;
+/// (`ccx` takes a `cc` slot and is refused by a rule of its own.)
+pub const RULES: [&str; 8] = ["fw", "tb", "cc", "co", "sl", "gc", "tk", "ccx"];
+/// Clients (the first ones the busiest).
+pub const USERS: usize = 4;
 
 /// One step of a schedule.
 #[derive(Clone, Debug)]
@@ -43,7 +44,7 @@ pub fn next(rng: &mut Rng, proxies: usize, vms: usize, webdis: bool, calm: bool)
             proxy,
             vm: rng.below(vms as u64) as usize,
             rule: rng.below(RULES.len() as u64) as usize,
-            user: rng.below(USERS as u64) as usize,
+            user: rng.below(USERS as u64).min(rng.below(USERS as u64)) as usize,
         },
         40..=54 => Step::Deliver,
         55..=69 => {

@@ -33,7 +33,7 @@ pub enum Kind {
 /// claimed once per test process: thousands of schedules must not each
 /// take new ones); emptied before each schedule.
 pub struct Servers {
-    kind: Kind,
+    pub kind: Kind,
     redis: RedisServer,
     webdis: Option<Webdis>,
 }
@@ -88,6 +88,8 @@ fn config(kind: Kind) -> String {
       {"name":"gc","match":{"path_prefix":"/gc"},"key":["header:x-user"],"failure_mode":"closed",
        "lease":{"max_units":8,"max_age":"2s"},
        "limits":[{"algorithm":"gcra","limit":20,"window":"1h","burst":20}]},
+      {"name":"ccx","match":{"path_prefix":"/ccx"},"key":["header:x-user","path"],"failure_mode":"closed",
+       "limits":[{"algorithm":"fixed_window","limit":4,"window":"1h"}]},
       {"name":"tk","match":{"path_prefix":"/tk"},"key":["header:x-user"],"failure_mode":"closed",
        "cost":{"response_header":"x-usage","default":7,"max":1000},
        "limits":[{"algorithm":"fixed_window","limit":1000000000,"window":"1h"}]}"#;
@@ -147,10 +149,10 @@ pub fn run(servers: &Servers, seed: u64, proxies: usize, steps: usize) -> Stats 
         Err(v) => v,
     };
     let shrunk = shrink(servers, seed, proxies, schedule, &violation);
-    let steps: String = shrunk.iter().map(|s| format!("  {s:?}\n")).collect();
     panic!(
-        "sim: seed {seed} ({kind:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps:\n{steps}",
-        shrunk.len()
+        "sim: seed {seed} ({kind:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim\nshrunk to {} steps; save as a regression (host-tests/tests/sim/regressions/<name>.txt):\n# <what it found>\n{}",
+        shrunk.len(),
+        crate::regressions::text(kind, proxies, seed, &shrunk)
     );
 }
 
@@ -185,7 +187,7 @@ fn shrink(servers: &Servers, seed: u64, proxies: usize, mut schedule: Vec<Step>,
 
 /// Runs `schedule` on fresh proxies and store: what it covered, or the
 /// first violated invariant.
-fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -> Result<Stats, String> {
+pub fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -> Result<Stats, String> {
     let kind = servers.kind;
     // Every fixed window and bucket of the run in one real hour.
     start_clear_of_boundary(HOUR, Duration::from_secs(60));
@@ -287,7 +289,7 @@ impl World {
                 self.flushed_at = self.step;
                 // Counted afresh: the store's counts start again.
                 for c in &mut self.clients {
-                    (c.fw_admitted, c.tb_admitted, c.sl_admitted, c.gc_admitted) = (0, 0, 0, 0);
+                    (c.fw_admitted, c.tb_admitted, c.sl_admitted, c.gc_admitted, c.cx_admitted) = (0, 0, 0, 0, 0);
                 }
             }
             Step::Faults { proxy, mix } if mix.is_empty() => {
@@ -302,7 +304,7 @@ impl World {
                     std::mem::take(&mut self.streams).into_iter().partition(|t| t.proxy == *proxy && t.id.vm == *vm);
                 self.streams = kept;
                 for t in gone {
-                    if RULES[t.rule] == "cc" {
+                    if RULES[t.rule].starts_with("cc") {
                         self.clients[t.user].cc_reloaded += 1;
                     }
                     if t.admitted {
@@ -329,6 +331,10 @@ impl World {
                     "tb" => c.tb_admitted += counted,
                     "sl" => c.sl_admitted += counted,
                     "gc" => c.gc_admitted += counted,
+                    "ccx" => {
+                        c.cx_admitted += counted;
+                        c.cc_open += 1;
+                    }
                     "cc" => c.cc_open += 1,
                     "co" => c.co_open += 1,
                     _ => {}
@@ -361,7 +367,7 @@ impl World {
     fn close_open(&mut self, t: &Tracked) {
         let c = &mut self.clients[t.user];
         match RULES[t.rule] {
-            "cc" => c.cc_open -= 1,
+            "cc" | "ccx" => c.cc_open -= 1,
             "co" => c.co_open -= 1,
             _ => {}
         }
@@ -409,7 +415,9 @@ impl World {
             seen.cc_open = self
                 .streams
                 .iter()
-                .filter(|t| t.user == user && t.admitted && RULES[t.rule] == "cc" && t.begun > self.flushed_at)
+                .filter(|t| {
+                    t.user == user && t.admitted && RULES[t.rule].starts_with("cc") && t.begun > self.flushed_at
+                })
                 .count() as u64;
             invariants::check(&seen, secs, lease_slack).map_err(|v| format!("{v} (client u{user})"))?;
         }
