@@ -62,8 +62,9 @@ clippy: ## Lint under the workspace lints (no unwrap/expect/panic outside tests)
 	cargo clippy -p ratelimit-filter --target $(WASM_TARGET) -- -D warnings
 	cargo clippy -p ratelimit-filter --target $(WASM_TARGET) --features redis --target-dir target/redis -- -D warnings
 
-test-native: ## Unit tests natively, and the tests against real servers
-	cargo test --workspace
+test-native: ## Unit tests natively, and the tests against real servers; the simulator's bounded run prints its seeds
+	cargo test --workspace -- --skip fixed_and_fresh_seeds_keep_every_invariant
+	cargo test -q -p host-tests --test sim -- --nocapture
 
 test-wasm: ## The filter's pure-logic unit tests inside wasm32 (wasm-bindgen-test)
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
