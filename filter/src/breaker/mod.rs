@@ -99,16 +99,26 @@ fn slot_key(slot: HashSlot) -> String {
 }
 
 /// One record's gate (CAS-claims the probe when half-open), and the
-/// record as read.
-fn gate_one<S: SharedData + ?Sized>(shared: &S, key: &str, now_ms: u64, probe_ms: u64) -> (Gate, Record) {
+/// record as read. A wait or a probe deadline further ahead than it can
+/// ever be set (the record's wait, the probe's bound) was set before the
+/// wall clock stepped back: it is over, or the breaker would stay open
+/// for the step's length on top of its wait.
+fn gate_one<S>(shared: &S, config: &Breaker, key: &str, now_ms: u64, probe_ms: u64) -> (Gate, Record)
+where
+    S: SharedData + ?Sized,
+{
     let mut last = [0; 4];
     let gate = shared::update(shared, key, |bytes| {
         let r = decode(bytes);
         last = r;
         let [failures, open_until, probe_deadline, last_failure] = r;
         if open_until == 0 {
-            Change::Leave(Gate::Call)
-        } else if now_ms < open_until || now_ms < probe_deadline {
+            return Change::Leave(Gate::Call);
+        }
+        let wait = wait_ms(config, failures.saturating_sub(u64::from(config.failures)));
+        let waiting = now_ms < open_until && open_until <= now_ms.saturating_add(wait);
+        let probing = now_ms < probe_deadline && probe_deadline <= now_ms.saturating_add(probe_ms);
+        if waiting || probing {
             Change::Leave(Gate::Open)
         } else {
             Change::Put(write_u64s([failures, open_until, now_ms + probe_ms, last_failure]), Gate::Probe)
@@ -121,7 +131,7 @@ fn gate_one<S: SharedData + ?Sized>(shared: &S, key: &str, now_ms: u64, probe_ms
 /// Decides whether a call for a key in hash slot `slot` may go to the store.
 /// `probe_ms` bounds how long one probe may hold a half-open breaker.
 pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now_ms: u64, probe_ms: u64) -> Gate {
-    let (store_gate, store) = gate_one(shared, STORE_KEY, now_ms, probe_ms);
+    let (store_gate, store) = gate_one(shared, config, STORE_KEY, now_ms, probe_ms);
     if store_gate != Gate::Call {
         return store_gate;
     }
@@ -130,7 +140,7 @@ pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot
     if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open.ms() + probe_ms {
         return Gate::Call;
     }
-    gate_one(shared, &slot_key(slot), now_ms, probe_ms).0
+    gate_one(shared, config, &slot_key(slot), now_ms, probe_ms).0
 }
 
 /// Updates `key`'s record with `next(record)`; `None` leaves it. (Lost to

@@ -27,6 +27,23 @@ fn opens_after_three_transport_failures_then_lets_one_probe_through_after_a_seco
     assert_eq!(gate_at(&s, 2, 1_021), Gate::Call);
 }
 
+#[test]
+#[wasm_bindgen_test]
+fn a_wall_clock_stepped_back_never_holds_the_breaker_open_past_its_wait() {
+    let s = FakeShared::default();
+    for t in [10_000, 10_001, 10_002] {
+        record(&s, &CFG, HashSlot(1), t, DOWN);
+    }
+    // Open until 11,002 (a wait of 1 s). The clock steps back 6 s: the wait
+    // cannot be 7 s long, so it is over.
+    assert_eq!(gate_at(&s, 1, 10_500), Gate::Open);
+    assert_eq!(gate_at(&s, 1, 4_002), Gate::Probe);
+    // The probe claimed at 4,002 holds 100 ms, then another may go.
+    assert_eq!(gate_at(&s, 1, 4_050), Gate::Open);
+    record(&s, &CFG, HashSlot(1), 4_060, Health::Answered);
+    assert_eq!(gate_at(&s, 1, 4_061), Gate::Call);
+}
+
 /// Opens the breaker at `t` (three failures), then fails every probe the
 /// moment it is let through; the instants of the probes, from `t`, until
 /// `until`.

@@ -133,6 +133,8 @@ struct World {
     flushed_at: usize,
     /// No faults, reloads or flushes in this schedule.
     calm: bool,
+    /// The latest instant the proxies' wall clock showed.
+    latest_wall: u64,
 }
 
 /// Runs `steps` steps of `seed`'s schedule on `kind` with `proxies`
@@ -219,12 +221,14 @@ pub fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -
         step: 0,
         flushed_at: 0,
         calm: schedule.iter().all(|s| !matches!(s, Step::Faults { .. } | Step::Reload { .. } | Step::Flush)),
+        latest_wall: 0,
     };
     // SIM_TRACE=1 with SIM_SEED: every step, and the `co` streams after it.
     let trace = std::env::var_os("SIM_TRACE").is_some();
     for (i, step) in schedule.iter().enumerate() {
         world.step = i + 1;
         world.apply(step);
+        world.latest_wall = world.hosts.iter().map(Host::now_ms).fold(world.latest_wall, u64::max);
         world.settle();
         if trace {
             world.trace(i, step);
@@ -443,10 +447,14 @@ impl World {
     }
 
     fn wind_down(&mut self) -> Result<(), String> {
+        // Past the latest instant the module's wall clock showed (the clock
+        // may have stepped back since: a breaker opened then waits on it).
+        let latest = self.latest_wall;
         for host in &mut self.hosts {
             host.fault_mix(0, Vec::new());
             host.fault_always(None);
-            host.advance(3_000);
+            let behind = latest.saturating_sub(host.now_ms());
+            host.advance(behind + 3_000);
         }
         // What the healed store let through counts (it owes its charge).
         self.settle();
