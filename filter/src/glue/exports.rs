@@ -1,6 +1,9 @@
-//! The callbacks the host calls (proxy-wasm ABI 0.2.1). Only those the
-//! filter needs are exported: the host skips the others (no call into the
-//! VM per body chunk, trailer or log line).
+//! The callbacks the host calls (proxy-wasm ABI 0.2.1): those the filter
+//! needs, and at the end those it does not, as no-ops, because NGINX's
+//! ngx_wasm_module calls them whether the module exports them or not (a
+//! missing `proxy_on_done` crashed its worker process at every request's
+//! end). Envoy skips a callback that is not exported; with these it makes
+//! one more call into the VM per body chunk, trailer block and stream end.
 
 use super::abi;
 use super::answers::{answer_bound, read_answer};
@@ -13,6 +16,8 @@ use crate::worker::Action;
 
 const CONTINUE: u32 = 0;
 const PAUSE: u32 = 1;
+/// A context id no host hands out (ids count up from 1).
+const NO_SUCH_CONTEXT: u32 = u32::MAX - 1;
 
 #[no_mangle]
 pub extern "C" fn proxy_on_vm_start(_root: u32, _size: usize) -> u32 {
@@ -46,7 +51,15 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
                 config.store.cluster,
                 crate::script::sha1_hex()
             );
-            let plugin = Plugin::new(root, config);
+            // A host that accepts a context id that cannot exist ignores
+            // the call altogether (NGINX's ngx_wasm_module): it answers a
+            // store call in the context that made it.
+            let pinned = abi::set_effective_context(NO_SUCH_CONTEXT).is_ok();
+            let _ = abi::set_effective_context(root);
+            if pinned {
+                log::info!("ratelimit: the host ignores proxy_set_effective_context: each request's decisions go out in its own call, the rest on the timer");
+            }
+            let plugin = Plugin::new(root, config, pinned);
             #[cfg(feature = "redis")]
             if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
@@ -120,7 +133,9 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
     CONTINUE
 }
 
-/// An HTTP call's answer (calls are made from a root context, so `root` is one).
+/// An HTTP call's answer (on the root: calls are made from it; NGINX,
+/// which ignores that, names the root too and runs in the request that
+/// made the call).
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(root: u32, token: u32, _headers: usize, size: usize, _trailers: usize) {
     let status = abi::header_value(abi::HTTP_CALL_RESPONSE_HEADERS, ":status")
@@ -157,3 +172,32 @@ pub extern "C" fn proxy_on_delete(context: u32) {
         defer(Deferred::Delete(context));
     }
 }
+
+/// Not needed by the filter: exported for hosts that call them anyway.
+#[no_mangle]
+pub extern "C" fn proxy_on_request_body(_context: u32, _size: usize, _end_of_stream: u32) -> u32 {
+    CONTINUE
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_trailers(_context: u32, _trailers: usize) -> u32 {
+    CONTINUE
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_trailers(_context: u32, _trailers: usize) -> u32 {
+    CONTINUE
+}
+
+/// The stream may be deleted at once (the filter ends a stream in
+/// `proxy_on_delete`).
+#[no_mangle]
+pub extern "C" fn proxy_on_done(_context: u32) -> u32 {
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_log(_context: u32) {}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_queue_ready(_root: u32, _queue: u32) {}

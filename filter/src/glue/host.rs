@@ -94,6 +94,9 @@ pub struct HostCalls<'a> {
     /// The stream whose callback runs, if any (its context is restored
     /// after a call is sent from the root context).
     pub current: Option<u32>,
+    /// The host ignores `proxy_set_effective_context` (NGINX): webdis is
+    /// called with `GET` (see `webdis::get_path`).
+    pub pinned: bool,
     /// Metric ids.
     pub metrics: &'a MetricIds,
     /// The store.
@@ -189,6 +192,16 @@ impl Host for HostCalls<'_> {
         // the stream that happened to start it.
         abi::set_effective_context(self.root).map_err(|_| StoreError::Dispatch)?;
         let sent = match wire {
+            // NGINX writes a body apart from the headers, which webdis
+            // never answers: the command goes in a GET's path instead.
+            Wire::Http { method, path, body } if self.pinned => {
+                let t = self.target;
+                let path = webdis::get_path(method, path, body);
+                let headers =
+                    abi::serialize_pairs(&webdis::headers("GET", &path, &t.authority, t.authorization.as_ref()));
+                abi::http_call(&self.target.cluster, &headers, b"", self.target.timeout_ms)
+                    .map_err(|_| StoreError::Dispatch)
+            }
             Wire::Http { method, path, body } => {
                 let t = self.target;
                 let headers =

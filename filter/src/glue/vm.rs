@@ -33,6 +33,9 @@ pub struct Plugin {
     pub rng: Cell<u64>,
     /// The timer period last set.
     pub tick_ms: Cell<u64>,
+    /// The host ignores `proxy_set_effective_context` (NGINX): only the
+    /// context whose callback runs can be resumed or answered.
+    pub pinned: bool,
     /// The Redis transport's connection state.
     #[cfg(feature = "redis")]
     pub redis: super::redis::RedisLink,
@@ -40,16 +43,25 @@ pub struct Plugin {
 
 impl Plugin {
     /// A plugin for root `root` running `config`.
-    pub fn new(root: u32, config: Config) -> Plugin {
+    pub fn new(root: u32, config: Config, pinned: bool) -> Plugin {
+        let metrics = MetricIds::define(&config);
+        let target = StoreTarget::of(&config);
+        #[cfg(feature = "redis")]
+        let redis = super::redis::RedisLink::new(&config.store);
+        let mut worker = Worker::new(config, now_ms());
+        if pinned {
+            worker.pin_calls_to_streams();
+        }
         Plugin {
+            pinned,
             root,
-            metrics: MetricIds::define(&config),
-            target: StoreTarget::of(&config),
+            metrics,
+            target,
             rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now_ms() ^ (u64::from(root) << 32)),
             tick_ms: Cell::new(0),
             #[cfg(feature = "redis")]
-            redis: super::redis::RedisLink::new(&config.store),
-            worker: Worker::new(config, now_ms()),
+            redis,
+            worker,
         }
     }
 
@@ -76,6 +88,7 @@ impl Plugin {
         let host = HostCalls {
             root: self.root,
             current,
+            pinned: self.pinned,
             metrics: &self.metrics,
             target: &self.target,
             rng: &self.rng,

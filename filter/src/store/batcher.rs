@@ -78,13 +78,24 @@ impl<T: Batchable> Batcher<T> {
     /// The next call's decisions: the oldest, then every later one that
     /// fits `fill`, in arrival order. Empty when nothing waits.
     pub fn take(&mut self, fill: Fill) -> Vec<T> {
-        let Some(first) = self.queue.pop_front() else { return Vec::new() };
+        self.take_matching(fill, |_| true)
+    }
+
+    /// `take`, of the decisions `wanted` says only (the others keep their
+    /// place).
+    pub fn take_matching(&mut self, fill: Fill, wanted: impl Fn(&T) -> bool) -> Vec<T> {
+        let Some(at) = self.queue.iter().position(&wanted) else { return Vec::new() };
+        let Some(first) = self.queue.remove(at) else { return Vec::new() };
         let slot = first.slot();
         let mut bytes = first.size();
         let mut batch = vec![first];
-        let mut i = 0;
+        let mut i = at;
         while i < self.queue.len() && batch.len() < fill.max_decisions {
             let item = &self.queue[i];
+            if !wanted(item) {
+                i += 1;
+                continue;
+            }
             let fits_slot = !fill.one_slot || item.slot() == slot;
             let fits_bytes = fill.max_bytes.is_none_or(|max| bytes + item.size() <= max);
             if fits_slot && fits_bytes {

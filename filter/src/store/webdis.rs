@@ -55,6 +55,29 @@ pub fn script_load() -> WebdisRequest {
     WebdisRequest { method: "PUT", path: "/SCRIPT/LOAD", body: crate::script::SCRIPT.as_bytes().to_vec() }
 }
 
+/// The same command as a `GET` whose path carries it all: for a host that
+/// writes a request's body apart from its headers (NGINX's
+/// ngx_wasm_module), which webdis 0.1.9 never answers. `POST /` with the
+/// body `CMD/arg/...` becomes `/CMD/arg/...` (its arguments are
+/// percent-encoded already); `PUT /SCRIPT/LOAD` with a raw body becomes
+/// `/SCRIPT/LOAD/<the body percent-encoded>`.
+pub fn get_path(method: &str, path: &str, body: &[u8]) -> String {
+    let mut out = String::with_capacity(path.len() + body.len() * 3 + 1);
+    match method {
+        "POST" => {
+            out.push('/');
+            out.push_str(&String::from_utf8_lossy(body));
+        }
+        "PUT" => {
+            out.push_str(path);
+            out.push('/');
+            crate::percent::encode_bytes_into(&mut out, body);
+        }
+        _ => out.push_str(path),
+    }
+    out
+}
+
 /// The request for the store's `INFO` (memory, evictions, policy).
 pub fn info() -> WebdisRequest {
     WebdisRequest { method: "GET", path: "/INFO", body: Vec::new() }
@@ -342,5 +365,22 @@ mod tests {
             charges.iter().map(|c| DecisionCall { identity: &identity, limits: c }).collect();
         let many = evalsha(&ScriptCall::new("domain.x", now, &batch)).body.len();
         assert!(many <= BODY_HEAD + 300 * size, "{many}");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_command_rides_in_the_path_of_a_get_when_the_body_cannot() {
+        let r = evalsha(&call());
+        assert_eq!(get_path(r.method, r.path, &r.body), format!("/{}", String::from_utf8(r.body.clone()).unwrap()));
+        let load = script_load();
+        let path = get_path(load.method, load.path, &load.body);
+        assert!(path.starts_with("/SCRIPT/LOAD/"));
+        // Every byte of the script but the unreserved ones escaped: no '/'
+        // splits it, and its last segment ends in no '.json'-like suffix.
+        let tail = &path["/SCRIPT/LOAD/".len()..];
+        assert!(!tail.contains('/') && !tail.contains(' '));
+        assert_eq!(crate::percent::decode(tail.as_bytes(), false), crate::script::SCRIPT.as_bytes());
+        assert!(!tail.rsplit('%').next().unwrap_or("").contains('.'), "{}", &tail[tail.len() - 20..]);
+        assert_eq!(get_path("GET", "/INFO", b""), "/INFO");
     }
 }

@@ -80,8 +80,40 @@ impl Worker {
     /// and decisions wait.
     pub(super) fn pump<H: Host>(&mut self, host: &H) {
         let fill = self.fill();
+        if self.pinned {
+            // Only the stream whose callback runs: its decisions, all now.
+            let Some(stream) = self.pinned_to else { return };
+            let mine = |q: &Queued| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream);
+            self.send_matching(host, fill, usize::MAX, mine);
+            return;
+        }
         while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
             self.send_next(host, fill);
+        }
+    }
+
+    /// Sends calls of the queued decisions `wanted` says, while fewer than
+    /// `most` calls are in flight.
+    pub(super) fn send_matching<H: Host>(
+        &mut self,
+        host: &H,
+        fill: Fill,
+        most: usize,
+        wanted: impl Fn(&Queued) -> bool,
+    ) {
+        while self.flights.len() < most {
+            let batch = self.queue.take_matching(fill, &wanted);
+            if batch.is_empty() {
+                return;
+            }
+            for q in &batch {
+                if let Owner::Charge(id) = q.owner {
+                    self.charge_leaves_queue(id);
+                }
+            }
+            if let Some(flight) = self.flight(&batch, host.now_ms()) {
+                self.send(host, flight, Message::Evalsha, false);
+            }
         }
     }
 
@@ -114,6 +146,11 @@ impl Worker {
     pub fn tick_period_ms(&self) -> u64 {
         // Slots are renewed on the timer.
         let idle = self.config.store.stats_interval.ms().min(self.slot_tick_ms.unwrap_or(u64::MAX));
+        if self.pinned {
+            // Set once (such a host refuses a second period): what is not
+            // a stream's own decision goes out on it.
+            return (self.max_wait_ms() / 5).max(MIN_TICK_MS).min(idle);
+        }
         if self.queue.is_empty() {
             idle
         } else {
@@ -172,6 +209,12 @@ impl Worker {
         }
         // An unknown token (answered already, swept, or never ours) is dropped.
         let Some(mut flight) = self.flights.remove(&token) else { return };
+        // A pinned host answers in the request that made the call: its
+        // stream is the one that can be resumed or answered now.
+        self.pinned_to = flight.owners.iter().find_map(|o| match o {
+            Owner::Stream { stream, .. } => Some(*stream),
+            _ => None,
+        });
         let expected = flight.call.reply_len();
         let reply = transport::decode(flight.stage, answer, expected);
         match flow::next(self.config.store.transport, flight.stage, reply) {
@@ -185,6 +228,7 @@ impl Worker {
             }
         }
         self.pump(host);
+        self.pinned_to = None;
     }
 
     /// How large an answer to `token` may be (decided before reading it).

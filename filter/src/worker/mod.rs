@@ -181,6 +181,14 @@ pub struct Worker {
     /// returned, not resumed.
     current: Option<u32>,
     current_outcome: Option<Outcome>,
+    /// The host ignores `proxy_set_effective_context` (NGINX): a call is
+    /// answered in the context that made it, and only that context can be
+    /// resumed or answered. So each stream's decisions go out in their own
+    /// call from their own callback, and everything else (charges, slot
+    /// releases and renewals, lease asks) from the timer, in the root.
+    pinned: bool,
+    /// The stream whose callback runs, when `pinned`.
+    pinned_to: Option<u32>,
 }
 
 impl Worker {
@@ -205,6 +213,8 @@ impl Worker {
             slot_tick_ms,
             stats: stats::StatsWatch::default(),
             current: None,
+            pinned: false,
+            pinned_to: None,
             current_outcome: None,
         }
     }
@@ -230,6 +240,11 @@ impl Worker {
         }
     }
 
+    /// The host ignores `proxy_set_effective_context`: see `pinned`.
+    pub fn pin_calls_to_streams(&mut self) {
+        self.pinned = true;
+    }
+
     /// A request's headers arrived on stream `stream`.
     pub fn on_request<H: Host, R: RequestSource + ?Sized>(&mut self, host: &H, stream: u32, request: &R) -> Action {
         let now = host.now_ms();
@@ -249,6 +264,7 @@ impl Worker {
         }
         self.streams.insert(stream, StreamState { pending: Some(pending), ..StreamState::new(now) });
         self.current = Some(stream);
+        self.pinned_to = Some(stream);
         for decision in waiting {
             let owner = Owner::Stream { stream, decision };
             let Some(item) = self.queued(owner, now) else { continue };
@@ -265,6 +281,7 @@ impl Worker {
         }
         self.pump(host);
         self.current = None;
+        self.pinned_to = None;
         match self.current_outcome.take() {
             Some(outcome) => self.apply_now(host, stream, outcome, now),
             None => Action::Pause,
@@ -341,6 +358,13 @@ impl Worker {
         if !stranded.is_empty() {
             self.release_slots(host, stranded);
         }
+        // A pinned host can resume or answer a stream only from its own
+        // callbacks. Decided elsewhere (a call swept on the timer), the
+        // host resumes it once its call ends: its own timeout is the
+        // store's, and comes first with an error that decides it there.
+        if self.pinned && self.pinned_to != Some(stream) {
+            return;
+        }
         if self.current == Some(stream) {
             self.current_outcome = Some(outcome);
             return;
@@ -405,7 +429,12 @@ impl Worker {
         self.renew_slots(host, now);
         let fill = self.fill();
         let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);
-        while self.flights.len() < most
+        if self.pinned {
+            // From the root context: all but streams' own decisions.
+            self.send_matching(host, fill, most, |q| !matches!(q.owner, Owner::Stream { .. }));
+        }
+        while !self.pinned
+            && self.flights.len() < most
             && self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms())
         {
             self.send_next(host, fill);
