@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -O3 --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build image push test unit fmt-check test-native test-wasm clippy demo soak bench sim clean
+.PHONY: help setup build nginx image push test unit fmt-check test-native test-wasm clippy demo soak bench sim clean
 
 help: ## List every target with what it does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,7 +47,10 @@ push: image ## Push dist/oci/* to REGISTRY=host[:port]/path (INSECURE=1: plain H
 	@[ -n "$(REGISTRY)" ] || { echo "push: set REGISTRY, e.g. make push REGISTRY=ghcr.io/acme" >&2; exit 2; }
 	INSECURE=$(INSECURE) .ci/oci_push.sh "$(REGISTRY)" dist/oci/*/
 
-test: setup build ## Set up, build, check formatting, lint, and run every test (what CI runs)
+nginx: setup ## Build NGINX 1.27.4 with ngx_wasm_module and Wasmtime 26 into a cache outside the clone (minutes once, then seconds)
+	@.ci/nginx.sh >/dev/null
+
+test: setup build nginx ## Set up, build, check formatting, lint, and run every test (what CI runs)
 	$(MAKE) --no-print-directory fmt-check clippy test-native test-wasm
 
 unit: ## The unit tests only: no root, no servers, no build of the modules (under a minute once compiled)

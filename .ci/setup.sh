@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 ENVOY_VERSION=1.40.0
 VENV=.venv
 APT_PACKAGES=(redis-server redis-tools webdis wrk skopeo docker-registry python3-venv binaryen curl valgrind)
+# make nginx: NGINX and ngx_wasm_module from source, Wasmtime's C API (cmake).
+APT_PACKAGES+=(gcc make cmake libpcre2-dev zlib1g-dev)
 # Node.js runs wasm-bindgen-test; many machines already have it outside apt.
 command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs)
 

@@ -18,6 +18,7 @@ pub mod held_streams;
 pub mod http;
 pub mod llm_gateway;
 pub mod llm_upstream;
+pub mod nginx;
 pub mod oci;
 pub mod paths;
 pub mod prng;

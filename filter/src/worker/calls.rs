@@ -81,10 +81,17 @@ impl Worker {
     pub(super) fn pump<H: Host>(&mut self, host: &H) {
         let fill = self.fill();
         if self.pinned {
-            // Only the stream whose callback runs: its decisions, all now.
+            // Only from a request's own callbacks: its decisions, all now,
+            // and what belongs to no request (charges, slot releases and
+            // renewals, lease asks; queued before them: a slot released
+            // is free for this request's take), whose answers resume
+            // nothing. The rest waits for its own request or the timer.
             let Some(stream) = self.pinned_to else { return };
-            let mine = |q: &Queued| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream);
-            self.send_matching(host, fill, usize::MAX, mine);
+            let carried = |q: &Queued| match q.owner {
+                Owner::Stream { stream: s, .. } => s == stream,
+                _ => true,
+            };
+            self.send_matching(host, fill, usize::MAX, carried);
             return;
         }
         while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
