@@ -13,7 +13,7 @@ WASM_OPT := wasm-opt -O3 --strip-debug --strip-producers $(WASM_FEATURES)
 # The project's own tools (envoy, wasm-bindgen-test-runner) come first.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build nginx image push test unit fmt-check test-native test-wasm clippy demo soak bench sim clean
+.PHONY: help setup build nginx image push test unit fmt-check test-native test-wasm clippy demo demo-nginx soak bench sim clean
 
 help: ## List every target with what it does
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,9 @@ sim: setup build ## Simulate the real module under random schedules and faults f
 
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo
+
+demo-nginx: setup build nginx ## The same demo with NGINX and envoy-config/nginx.conf instead of Envoy
+	cargo run -q -p host-tests --bin demo_nginx
 
 soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_SECONDS (600); figures to docs/BENCHMARKS.md
 	cargo run -q -p host-tests --bin soak

@@ -10,6 +10,7 @@
 pub mod backend;
 pub mod bench;
 pub mod burst;
+pub mod demo_table;
 pub mod envoy;
 pub mod fake_store;
 pub mod file_server;

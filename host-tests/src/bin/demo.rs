@@ -5,7 +5,7 @@
 // A demo driver: a failure to start a server ends it with that message.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use host_tests::http::Answer;
+use host_tests::demo_table::table;
 use host_tests::stack::Stack;
 
 fn main() {
@@ -43,26 +43,4 @@ fn main() {
     }
     drop(stack);
     println!("\nStopped everything.");
-}
-
-fn table(rows: Vec<(usize, &str, Answer)>) {
-    println!(
-        "  {:>2}  {:<15} {:>6}  {:>5}  {:>9}  {:>5}  {:>11}  body",
-        "#", "request", "status", "limit", "remaining", "reset", "retry-after"
-    );
-    for (i, what, a) in rows {
-        let h = |n: &str| a.header(n).unwrap_or("-").to_string();
-        let body = if a.status == 200 { String::new() } else { a.body.clone() };
-        println!(
-            "  {:>2}  {:<15} {:>6}  {:>5}  {:>9}  {:>5}  {:>11}  {}",
-            i,
-            what,
-            a.status,
-            h("ratelimit-limit"),
-            h("ratelimit-remaining"),
-            h("ratelimit-reset"),
-            h("retry-after"),
-            body
-        );
-    }
 }

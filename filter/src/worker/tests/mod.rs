@@ -524,5 +524,6 @@ fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_t
 
 mod charges;
 mod leases;
+mod pinned;
 mod slots;
 mod usage;
