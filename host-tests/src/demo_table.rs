@@ -1,4 +1,5 @@
-//! The table `make demo` and `make demo-nginx` print: what each request got.
+//! What `make demo` and `make demo-nginx` print: what each request of a
+//! burst against the shipped rules got, and the keys left in Redis.
 
 use crate::http::Answer;
 
@@ -23,5 +24,26 @@ pub fn table(rows: Vec<(usize, &str, Answer)>) {
             h("retry-after"),
             body
         );
+    }
+}
+
+/// Sends the burst against the shipped rules through `send` (method,
+/// path) and prints what each request got.
+pub fn show_shipped_rules(send: impl Fn(&str, &str) -> Answer) {
+    println!("Rule \"api\": GET /api/*, per client address, sliding window 10/min (+ 10000/day), fails open.");
+    table((1..=12).map(|i| (i, "GET /api/items", send("GET", "/api/items"))).collect());
+    println!("\nRule \"login\": POST /login, per client address, sliding log 5/hour, fails closed.");
+    table((1..=7).map(|i| (i, "POST /login", send("POST", "/login"))).collect());
+    println!("\nA path no rule matches passes untouched:");
+    table(vec![(1, "GET /health", send("GET", "/health"))]);
+}
+
+/// Prints the keys in `redis` with their expiry.
+pub fn show_keys(redis: &mut redis::Connection) {
+    println!("\nRedis keys (one client, its hash tag in braces):");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(redis).unwrap_or_default();
+    for key in keys {
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(redis).unwrap_or(-1);
+        println!("  {key:<44} expires in {:.1} s", ttl as f64 / 1000.0);
     }
 }

@@ -14,6 +14,18 @@ fn pinned(rules: &str) -> Worker {
     w
 }
 
+/// Client "a"'s stream 1 admitted with a slot, then ended outside any
+/// callback that may start a call: its release waits, nothing is sent.
+fn a_stream_ended() -> (FakeHost, Worker) {
+    let host = FakeHost::new();
+    let mut w = pinned(CC);
+    w.on_request(&host, 1, &user("/", "a"));
+    w.on_answer(&host, host.token(0), ints(&[1, 1, 0, 0]));
+    w.on_stream_end(&host, 1);
+    assert_eq!(host.sent.borrow().len(), 1);
+    (host, w)
+}
+
 #[test]
 #[wasm_bindgen_test]
 fn each_request_gets_its_own_call_and_is_resumed_from_its_answer_only() {
@@ -34,13 +46,7 @@ fn each_request_gets_its_own_call_and_is_resumed_from_its_answer_only() {
 #[test]
 #[wasm_bindgen_test]
 fn a_release_waits_for_the_next_request_and_rides_in_its_call_ahead_of_its_take() {
-    let host = FakeHost::new();
-    let mut w = pinned(CC);
-    w.on_request(&host, 1, &user("/", "a"));
-    w.on_answer(&host, host.token(0), ints(&[1, 1, 0, 0]));
-    // The stream ends outside any call-making callback: nothing is sent.
-    w.on_stream_end(&host, 1);
-    assert_eq!(host.sent.borrow().len(), 1);
+    let (host, mut w) = a_stream_ended();
     // The next request's call carries the release first, then its take.
     w.on_request(&host, 2, &user("/", "a"));
     assert_eq!(host.sent.borrow().len(), 2);
@@ -53,12 +59,7 @@ fn a_release_waits_for_the_next_request_and_rides_in_its_call_ahead_of_its_take(
 #[test]
 #[wasm_bindgen_test]
 fn with_no_request_coming_the_timer_sends_it() {
-    let host = FakeHost::new();
-    let mut w = pinned(CC);
-    w.on_request(&host, 1, &user("/", "a"));
-    w.on_answer(&host, host.token(0), ints(&[1, 1, 0, 0]));
-    w.on_stream_end(&host, 1);
-    assert_eq!(host.sent.borrow().len(), 1);
+    let (host, mut w) = a_stream_ended();
     w.on_tick(&host);
     assert_eq!(host.sent.borrow().len(), 2);
     assert!(host.body(1).contains("/r/1/"), "{}", host.body(1));
