@@ -10,6 +10,7 @@ mod answers;
 mod budgets;
 mod concurrency;
 mod failure;
+mod leases;
 mod refusal;
 
 /// A plugin configuration of `rules` (JSON) on webdis (its cluster is
