@@ -66,6 +66,15 @@ else
 fi
 ln -sf "$(realpath "$(envoy_bin)")" "$VENV/bin/envoy"
 
+# 3b. The official LLM SDKs the tests drive through Envoy (pinned).
+SDKS=(openai==3.63.0 anthropic==2.17.0)
+if "$VENV/bin/python" -m pip show openai anthropic 2>/dev/null | grep -x -e "Version: 3.63.0" -e "Version: 2.17.0" | wc -l | grep -x 2 >/dev/null; then
+  say "python SDKs ${SDKS[*]}: present"
+else
+  say "python SDKs: installing ${SDKS[*]} into $VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${SDKS[@]}"
+fi
+
 # 4. wasm-bindgen-test-runner, the version Cargo.lock pins for wasm-bindgen.
 wbg=$(sed -n '/^name = "wasm-bindgen"$/{n;s/^version = "\(.*\)"$/\1/p;}' Cargo.lock)
 [ -n "$wbg" ] || fail "Cargo.lock names no wasm-bindgen version"

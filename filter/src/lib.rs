@@ -10,6 +10,7 @@ pub mod breaker;
 pub mod config;
 pub mod deny_cache;
 pub mod digest;
+pub mod error_body;
 pub mod fallback;
 pub mod fingerprint;
 pub mod id_map;

@@ -89,33 +89,23 @@ pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     ]
 }
 
-/// The 429 for a request `rule` denied; `random` and `jitter_ppm` spread
+/// The 429 of a denial shown by `s`, its body made by `body` from the
+/// seconds it asks the client to wait; `random` and `jitter_ppm` spread
 /// Retry-After (0: exact).
 pub fn too_many_requests(
-    rule: &str,
     s: &Shown,
     now_ms: u64,
     with_headers: bool,
     random: u64,
     jitter_ppm: u32,
+    body: impl FnOnce(u64) -> String,
 ) -> LocalReply {
     let retry = retry_after_with_jitter(s.outcome.retry_after_ms.unwrap_or(s.outcome.reset_ms), jitter_ppm, random);
     let mut headers = vec![("content-type", JSON), ("retry-after", retry.to_compact_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
     }
-    // Rule names are [a-z0-9_-]: nothing to escape in the JSON.
-    let body = format!("{{\"error\":\"rate_limited\",\"rule\":\"{rule}\",\"retry_after\":{retry}}}");
-    LocalReply { status: 429, headers, body }
-}
-
-/// The 429 body `body` (from `too_many_requests`) of a request refused by a
-/// concurrency limit: it says so (`"reason":"concurrency"`).
-pub fn concurrency_body(body: &str) -> String {
-    match body.strip_suffix('}') {
-        Some(head) => format!("{head},\"reason\":\"concurrency\"}}"),
-        None => body.to_string(),
-    }
+    LocalReply { status: 429, headers, body: body(retry) }
 }
 
 /// The 400 of a request the filter cannot decide: `error` names the
@@ -173,12 +163,13 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn a_429_rounds_retry_after_up_and_never_below_one() {
-        let r = too_many_requests("login", &shown(false, 0, 900, 1), 0, false, 0, 0);
+        let retry = |retry: u64| retry.to_string();
+        let r = too_many_requests(&shown(false, 0, 900, 1), 0, false, 0, 0, retry);
         assert_eq!(r.status, 429);
         assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("retry-after", "1".into())]);
-        assert_eq!(r.body, r#"{"error":"rate_limited","rule":"login","retry_after":1}"#);
-        let r = too_many_requests("api", &shown(false, 0, 9000, 2001), 0, true, u64::MAX, 0);
-        assert_eq!(r.body, r#"{"error":"rate_limited","rule":"api","retry_after":3}"#);
+        assert_eq!(r.body, "1");
+        let r = too_many_requests(&shown(false, 0, 9000, 2001), 0, true, u64::MAX, 0, retry);
+        assert_eq!(r.body, "3");
         assert_eq!(r.headers.len(), 8);
     }
 

@@ -114,6 +114,8 @@ pub struct Rule {
     /// Shadow rules: send what the client would have seen, as
     /// `X-RateLimit-Shadow-*`.
     pub shadow_headers: bool,
+    /// The format of its 429 body.
+    pub error_body: super::ErrorBody,
 }
 
 impl Rule {
@@ -146,6 +148,7 @@ const RULE_FIELDS: &[&str] = &[
     "shadow_headers",
     "identity",
     "lease",
+    "error_body",
 ];
 
 /// Whether `s` is 1..=max characters of [a-z0-9_-] (and '.' if `dots`).
@@ -198,6 +201,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let shadow = o.bool("shadow")?.unwrap_or(false);
     let headers = o.value("response_headers").map(|v| parse_style(v, &o.path_of("response_headers"))).transpose()?;
     let shadow_headers = o.bool("shadow_headers")?.unwrap_or(false);
+    let error_body = super::error_body::parse(o.str("error_body")?, &o.path_of("error_body"))?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
     }
@@ -219,6 +223,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         shadow,
         headers,
         shadow_headers,
+        error_body,
     };
     for (i, lv) in limit_values.iter().enumerate() {
         let lpath = format!("{path}.limits[{i}]");

@@ -7,6 +7,7 @@ use crate::algorithm::Algorithm;
 use crate::breaker::{self, Gate};
 use crate::config::{Config, Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::DenyCache;
+use crate::error_body::Denied;
 use crate::fallback::FallbackLimit;
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity, Identity};
@@ -16,8 +17,7 @@ use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{Request, RequestSource};
 use crate::response::{
-    bad_request, concurrency_body, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef,
-    Shown,
+    bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
 };
 use crate::shared::SharedData;
 use crate::spec::{Op, SlotId};
@@ -419,11 +419,16 @@ fn is_concurrency(config: &Config, shown: &Shown) -> bool {
 fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, random: u64) -> LocalReply {
     let rule = &config.rules[r];
     let style = rule.headers.unwrap_or(config.headers);
-    let mut reply = too_many_requests(&rule.name, worst, now, style.legacy, random, config.retry_after_jitter_ppm);
-    if is_concurrency(config, worst) {
-        // The body says why: too many streams at once, not too many requests.
-        reply.body = concurrency_body(&reply.body);
-    }
+    let limit = worst.policy.and_then(|p| rule.limits.get(p.limit));
+    // A concurrency limit has no window: its body says streams at once.
+    let window_ms = if is_concurrency(config, worst) { None } else { Some(limit.map_or(0, |l| l.spec.window_ms)) };
+    // Tokens: a limit counting a cost that is not one per request.
+    let tokens = limit.is_some_and(|l| l.counts == Counts::Cost) && !matches!(rule.cost, Cost::Fixed(1));
+    let body = |retry_after| {
+        let denied = Denied { rule: &rule.name, limit: worst.limit, window_ms, tokens, retry_after };
+        crate::error_body::body(rule.error_body, &denied)
+    };
+    let mut reply = too_many_requests(worst, now, style.legacy, random, config.retry_after_jitter_ppm, body);
     if style.ietf {
         let partition = worst.policy.and_then(|p| p.partition);
         let of_rule =
