@@ -26,7 +26,7 @@ pub use error_body::ErrorBody;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::{load, load_with_env};
-pub use response_headers::HeaderStyle;
+pub use response_headers::{HeaderStyle, Vendor};
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
 pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};
 

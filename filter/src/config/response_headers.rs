@@ -14,23 +14,38 @@ pub struct HeaderStyle {
     /// The IETF structured fields `RateLimit-Policy` and `RateLimit`
     /// (draft-ietf-httpapi-ratelimit-headers-11).
     pub ietf: bool,
+    /// Vendor fields an LLM API's clients read (OpenAI's or Anthropic's).
+    pub vendor: Option<Vendor>,
+}
+
+/// Whose rate-limit fields (`response_headers: "openai"` or `"anthropic"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    /// `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`, the reset
+    /// as a duration (`6m0s`).
+    OpenAi,
+    /// `anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`,
+    /// the reset as an RFC 3339 instant.
+    Anthropic,
 }
 
 impl HeaderStyle {
     /// The default: the legacy fields.
-    pub const LEGACY: HeaderStyle = HeaderStyle { legacy: true, ietf: false };
+    pub const LEGACY: HeaderStyle = HeaderStyle { legacy: true, ietf: false, vendor: None };
 }
 
-const HELP: &str = "must be true, false, \"legacy\", \"ietf\", \"both\" or \"none\"";
+const HELP: &str = "must be true, false, \"legacy\", \"ietf\", \"both\", \"none\", \"openai\" or \"anthropic\"";
 
 /// Parses a `response_headers` value.
 pub fn parse_style(v: &Value, path: &str) -> Result<HeaderStyle> {
-    let (legacy, ietf) = match (v.as_bool(), v.as_str()) {
-        (Some(true), _) | (_, Some("legacy")) => (true, false),
-        (Some(false), _) | (_, Some("none")) => (false, false),
-        (_, Some("ietf")) => (false, true),
-        (_, Some("both")) => (true, true),
+    let (legacy, ietf, vendor) = match (v.as_bool(), v.as_str()) {
+        (Some(true), _) | (_, Some("legacy")) => (true, false, None),
+        (Some(false), _) | (_, Some("none")) => (false, false, None),
+        (_, Some("ietf")) => (false, true, None),
+        (_, Some("both")) => (true, true, None),
+        (_, Some("openai")) => (false, false, Some(Vendor::OpenAi)),
+        (_, Some("anthropic")) => (false, false, Some(Vendor::Anthropic)),
         _ => return Err(ConfigError::at(path, HELP)),
     };
-    Ok(HeaderStyle { legacy, ietf })
+    Ok(HeaderStyle { legacy, ietf, vendor })
 }

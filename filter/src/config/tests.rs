@@ -195,7 +195,7 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","counts":"tokens"}]}"#, "rules[1].limits[0].counts: must be \"cost\" or \"requests\""),
         (r#"{"name":"api","key":["path"],"limits":[{"limit":5,"window":"1s","staggered":true}]}"#, "rules[1].limits[0].staggered: applies to fixed_window only"),
         (r#"{"name":"api","key":["path"],"shadow_headers":true,"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].shadow_headers: applies to shadow rules only"),
-        (r#"{"name":"api","key":["path"],"response_headers":"some","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].response_headers: must be true, false, \"legacy\", \"ietf\", \"both\" or \"none\""),
+        (r#"{"name":"api","key":["path"],"response_headers":"some","limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].response_headers: must be true, false, \"legacy\", \"ietf\", \"both\", \"none\", \"openai\" or \"anthropic\""),
         (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5,"window":"1s"}]}"#, "rules[1].limits[0].window: does not apply to concurrency (it counts streams in flight)"),
         (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency","limit":5,"counts":"cost"}]}"#, "rules[1].limits[0].counts: does not apply to concurrency (it counts streams in flight)"),
         (r#"{"name":"api","key":["path"],"limits":[{"algorithm":"concurrency"}]}"#, "rules[1].limits[0].limit: is required"),
@@ -265,7 +265,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
     let c = Config::parse(json.as_bytes()).unwrap();
     assert!(c.store.redis_cluster);
     assert_eq!((c.store.batching.max_in_flight.get(), c.store.batching.max_decisions.get()), (8, 16));
-    assert_eq!(c.headers, HeaderStyle { legacy: true, ietf: true });
+    assert_eq!(c.headers, HeaderStyle { legacy: true, ietf: true, vendor: None });
     assert_eq!(c.retry_after_jitter_ppm, 250_000);
     let llm = &c.rules[0];
     assert_eq!(
@@ -290,7 +290,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
     let internal = &c.rules[1];
     assert_eq!(internal.cost, Cost::RequestHeader { name: "x-cost".into(), max: 5, default: 1 });
     assert_eq!(internal.key, [KeyPart::HeaderRaw("user-agent".into())]);
-    assert_eq!(internal.headers, Some(HeaderStyle { legacy: false, ietf: false }));
+    assert_eq!(internal.headers, Some(HeaderStyle { legacy: false, ietf: false, vendor: None }));
     assert!(internal.limits[0].staggered);
     assert!(c.rules[2].shadow_headers);
 }

@@ -429,6 +429,9 @@ fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, ran
         crate::error_body::body(rule.error_body, &denied)
     };
     let mut reply = too_many_requests(worst, now, style.legacy, random, config.retry_after_jitter_ppm, body);
+    if let Some(vendor) = style.vendor {
+        reply.headers.extend(vendor_fields::vendor_fields(config, vendor, all, now));
+    }
     if style.ietf {
         let partition = worst.policy.and_then(|p| p.partition);
         let of_rule =
@@ -623,6 +626,7 @@ mod response_fields;
 #[cfg(test)]
 mod tests;
 mod unreadable;
+mod vendor_fields;
 mod verdicts;
 
 use crate::lease::{Heat, LeasedRequest, Pockets, HOT_AFTER};

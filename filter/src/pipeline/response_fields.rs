@@ -32,6 +32,9 @@ pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], n
             // The usual response's only fields: taken whole, not copied.
             headers = rate_limit_headers(&s, now);
         }
+        if let Some(vendor) = style.vendor {
+            headers.extend(super::vendor_fields::vendor_fields(config, vendor, &enforced, now));
+        }
         if style.ietf {
             let listed: Vec<Listed> = enforced.iter().filter_map(|s| s.policy.map(|p| (p, s.limit))).collect();
             headers.extend(ietf_fields(config, &listed, &enforced, false));
