@@ -87,7 +87,7 @@ soak: setup build ## Two Envoys sharing one Redis under mixed traffic for SOAK_S
 
 # When `make bench` started (build included), for the report.
 bench: BENCH_T0 := $(shell date +%s)
-bench: setup build ## Measure proxy and store cost, batching, token streams, abuse, accuracy; rewrite docs/BENCHMARKS.md and its plots (~18 min)
+bench: setup build nginx ## Measure proxy and store cost, batching, token streams, abuse, accuracy; rewrite docs/BENCHMARKS.md and its plots (~18 min)
 	cargo build --profile driver -q -p host-tests --bin bench
 	@$(VENV)/bin/python -c 'import matplotlib' 2>/dev/null || $(VENV)/bin/python -m pip install -q matplotlib
 	@figures=$$(mktemp -d) && trap 'rm -rf "$$figures"' EXIT && \

@@ -84,6 +84,12 @@ impl Nginx {
     /// listens and both worker processes configured the plugin (or one
     /// refused it: then its log).
     pub fn start(conf: &str, port: u16) -> Result<Nginx, NginxFailed> {
+        Nginx::start_with(conf, port, 2)
+    }
+
+    /// The same, waiting for `configured` workers to log that they
+    /// configured the plugin (0: a configuration without `proxy_wasm`).
+    pub fn start_with(conf: &str, port: u16, configured: usize) -> Result<Nginx, NginxFailed> {
         let dir = TempDir::new("nginx");
         std::fs::create_dir_all(dir.path().join("logs")).unwrap();
         let path = dir.path().join("nginx.conf");
@@ -98,8 +104,8 @@ impl Nginx {
             if !process.running() || log.contains("configuration refused") {
                 return Err(NginxFailed { log });
             }
-            let configured = log.matches("] ratelimit: ").count() >= 2;
-            if configured && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            let ready = log.matches("] ratelimit: ").count() >= configured;
+            if ready && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(Nginx { port, process, dir });
             }
             std::thread::sleep(Duration::from_millis(50));

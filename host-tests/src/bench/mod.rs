@@ -12,6 +12,7 @@ pub mod fit;
 pub mod http_load;
 pub mod machine;
 pub mod module_work;
+pub mod nginx_cost;
 pub mod proc_cpu;
 pub mod proc_memory;
 pub mod proxy_cost;

@@ -7,7 +7,7 @@
 //! sections).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
-//! BENCH_ONLY=proxy,module,tokens,store,batches,instructions,memory,abuse,accuracy:
+//! BENCH_ONLY=proxy,nginx,module,tokens,store,batches,instructions,memory,abuse,accuracy:
 //! only those parts, and the report goes to `<dir>/BENCHMARKS.md` instead of
 //! the repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
 //! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, kept_sections, table, targets_table, Section, Target};
 use host_tests::bench::{
-    abuse, accuracy, batching, module_work, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost,
+    abuse, accuracy, batching, module_work, nginx_cost, proxy_cost, proxy_sitting, script_instructions, store_batches, store_cost,
     store_memory, token_streams,
 };
 use host_tests::paths::{root, BENCHMARKS};
@@ -67,6 +67,9 @@ fn main() {
         }
         done(proxy_cost::section(&sitting));
         done(batching::section(&sitting));
+    }
+    if wanted("nginx") {
+        done(nginx_cost::run(rounds, secs(1.0, 4.0)));
     }
     if wanted("module") {
         done(module_work::run());
