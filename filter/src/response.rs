@@ -2,7 +2,6 @@
 
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
-use compact_str::{CompactString, ToCompactString};
 
 /// One limit's outcome as the headers describe it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,13 +37,13 @@ pub struct LocalReply {
     pub body: String,
 }
 
-/// Header list. Values are `CompactString`: the numbers of the rate-limit
-/// headers (up to 24 bytes) are kept inline, with no allocation each
-/// (docs/contributing.md, "Dependencies").
-pub type Headers = Vec<(&'static str, CompactString)>;
+/// Header list (lower-case names).
+pub type Headers = Vec<(&'static str, String)>;
 
 /// The content type of every reply the filter sends.
-const JSON: CompactString = CompactString::const_new("application/json");
+fn json() -> String {
+    "application/json".to_string()
+}
 
 fn ceil_seconds(ms: u64) -> u64 {
     ms.div_ceil(1000)
@@ -68,24 +67,24 @@ pub fn most_restrictive(shown: &[Shown]) -> Option<Shown> {
 /// X-RateLimit-* (Reset in Unix seconds) and RateLimit-* (Reset in seconds
 /// from now): they differ on purpose.
 pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
-    let limit = s.limit.to_compact_string();
-    let remaining = s.outcome.remaining.to_compact_string();
+    let limit = s.limit.to_string();
+    let remaining = s.outcome.remaining.to_string();
     vec![
         ("x-ratelimit-limit", limit.clone()),
         ("x-ratelimit-remaining", remaining.clone()),
-        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_compact_string()),
+        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
         ("ratelimit-limit", limit),
         ("ratelimit-remaining", remaining),
-        ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_compact_string()),
+        ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_string()),
     ]
 }
 
 /// `X-RateLimit-Shadow-*`: what a shadow rule would have shown.
 pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
     vec![
-        ("x-ratelimit-shadow-limit", s.limit.to_compact_string()),
-        ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_compact_string()),
-        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_compact_string()),
+        ("x-ratelimit-shadow-limit", s.limit.to_string()),
+        ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_string()),
+        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
     ]
 }
 
@@ -101,7 +100,7 @@ pub fn too_many_requests(
     body: impl FnOnce(u64) -> String,
 ) -> LocalReply {
     let retry = retry_after_with_jitter(s.outcome.retry_after_ms.unwrap_or(s.outcome.reset_ms), jitter_ppm, random);
-    let mut headers = vec![("content-type", JSON), ("retry-after", retry.to_compact_string())];
+    let mut headers = vec![("content-type", json()), ("retry-after", retry.to_string())];
     if with_headers {
         headers.extend(rate_limit_headers(s, now_ms));
     }
@@ -116,7 +115,7 @@ pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
     let detail = detail.replace(['"', '\\'], "");
     LocalReply {
         status: 400,
-        headers: vec![("content-type", JSON)],
+        headers: vec![("content-type", json())],
         body: format!("{{\"error\":\"{error}\",\"rule\":\"{rule}\",\"detail\":\"{detail}\"}}"),
     }
 }
@@ -125,7 +124,7 @@ pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
 pub fn unavailable() -> LocalReply {
     LocalReply {
         status: 503,
-        headers: vec![("content-type", JSON), ("retry-after", CompactString::const_new("1"))],
+        headers: vec![("content-type", json()), ("retry-after", "1".to_string())],
         body: "{\"error\":\"rate_limiter_unavailable\"}".to_string(),
     }
 }
