@@ -111,7 +111,9 @@ fn conf(case: Case, ports: &Ports) -> String {
         text = text.replacen("rate=1r/s;", &format!("{zone_rate};"), 1);
         text = text.replacen(
             "proxy_http_version 1.1;",
-            &format!("limit_req zone=bench {rest};\n            limit_req_status 429;\n            proxy_http_version 1.1;"),
+            &format!(
+                "limit_req zone=bench {rest};\n            limit_req_status 429;\n            proxy_http_version 1.1;"
+            ),
             1,
         );
     }
@@ -267,7 +269,9 @@ mod tests {
         assert!(limited.contains("limit_req_zone $http_x_api_key zone=bench:10m rate=1r/m;"));
         assert!(limited.contains("limit_req zone=bench ;"));
         let allowed = conf(Case::LimitReqAllowed, &ports());
-        assert!(allowed.contains("rate=1000000r/s;") && allowed.contains("limit_req zone=bench burst=1000000 nodelay;"));
+        assert!(
+            allowed.contains("rate=1000000r/s;") && allowed.contains("limit_req zone=bench burst=1000000 nodelay;")
+        );
         let filter = conf(Case::Denied, &ports());
         assert!(filter.contains(r#""limits":[{"limit":1,"window":"1h"}]"#) && filter.contains("127.0.0.1:3"));
     }
