@@ -14,20 +14,16 @@
 //!   large a lease to ask for.
 //! - `plan`: how large a lease to ask for, and until when one holds.
 //! - `record`: a lease as shared data holds it.
-//! - `pocket`: a few requests of a lease a worker drew from the table
-//!   with one compare-and-swap, then admits with no shared data.
 //! - `table`: the proxy's leases in a fixed number of shared-data slots,
-//!   drawn from with compare-and-swap (one request, or a pocket's few at
-//!   once), so two workers never spend one unit twice.
+//!   drawn from one request at a time with compare-and-swap, so two
+//!   workers never spend one unit twice.
 
 mod heat;
 mod plan;
-mod pocket;
 mod record;
 mod table;
 
 pub use heat::{Heat, HOT_AFTER};
 pub use plan::{ask, expires_at, Granted, LeaseParams, Span};
-pub use pocket::{draw_size, LeasedRequest, Pockets, MOST_DRAWN};
-pub use record::{LeaseRecord, LeasedLimit, MAX_LEASED_LIMITS};
+pub use record::{LeaseRecord, LeasedLimit, LeasedRequest, MAX_LEASED_LIMITS};
 pub use table::{LeaseTable, Probe, Spend};

@@ -82,6 +82,17 @@ impl LeaseRecord {
     }
 }
 
+/// A request admitted from a lease, as its rate-limit fields show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeasedRequest<'a> {
+    /// Requests the lease holds after this one (other workers may have
+    /// spent from the table since: never more than the store could have
+    /// granted).
+    pub requests_left: u64,
+    /// The lease's limits, as the store said them at the grant.
+    pub limits: &'a [LeasedLimit],
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

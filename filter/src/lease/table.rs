@@ -6,9 +6,8 @@
 //! slot once written stays so: nothing of that fingerprint lies beyond
 //! one never written), else one whose lease ended. With one slot each, a
 //! fifth of 1,000 clients shared theirs with another and their leases
-//! kept replacing each other. A lease is drawn from with compare-and-swap,
-//! one request or a worker's pocket of a few at once (two workers never
-//! spend one unit twice), and lost,
+//! kept replacing each other. A lease is drawn from one request at a time
+//! with compare-and-swap (two workers never spend one unit twice), and lost,
 //! never doubled, when two first writes race or when a grant finds every
 //! candidate held by a live lease (`room` says so before the ask): a lost
 //! lease admits less, never more.
@@ -24,9 +23,8 @@ const CHOICES: u32 = 4;
 /// What drawing requests from a lease came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Spend {
-    /// This many requests drawn (the one it was for, and what goes to a
-    /// worker's pocket); the lease as it is after them.
-    Drawn(LeaseRecord, u64),
+    /// The request drawn; the lease as it is after it.
+    Drawn(LeaseRecord),
     /// No live lease of this fingerprint here: ask the store.
     NoLease,
     /// Other workers kept winning the slot: ask the store.
@@ -85,11 +83,11 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
         }
     }
 
-    /// Draws up to `most` requests (at least 1) of the live lease of
-    /// `fingerprint` at `now_ms`, in one compare-and-swap.
-    pub fn draw(&self, fingerprint: u64, now_ms: u64, most: u64) -> Spend {
+    /// Draws one request of the live lease of `fingerprint` at `now_ms`,
+    /// in one compare-and-swap.
+    pub fn draw(&self, fingerprint: u64, now_ms: u64) -> Spend {
         for key in slot_keys(fingerprint, self.slots) {
-            if let Some(drawn) = self.draw_at(&key, fingerprint, now_ms, most.max(1)) {
+            if let Some(drawn) = self.draw_at(&key, fingerprint, now_ms) {
                 return drawn;
             }
         }
@@ -98,7 +96,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
 
     /// `draw` in the slot `key`; `None` when the lease is not there but
     /// may be in the next candidate.
-    fn draw_at(&self, key: &str, fingerprint: u64, now_ms: u64, most: u64) -> Option<Spend> {
+    fn draw_at(&self, key: &str, fingerprint: u64, now_ms: u64) -> Option<Spend> {
         let drawn = shared::update(self.shared, key, |bytes| {
             let Some(bytes) = bytes else { return Change::Leave(Some(Spend::NoLease)) };
             let Some(mut lease) = LeaseRecord::decode(bytes).filter(|l| l.fingerprint == fingerprint) else {
@@ -107,9 +105,8 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
             if ended(&lease, now_ms) {
                 return Change::Leave(Some(Spend::NoLease));
             }
-            let drawn = most.min(lease.requests_left);
-            lease.requests_left -= drawn;
-            Change::Put(lease.encode(), Some(Spend::Drawn(lease, drawn)))
+            lease.requests_left -= 1;
+            Change::Put(lease.encode(), Some(Spend::Drawn(lease)))
         });
         // Other workers kept winning the slot: the store decides.
         drawn.unwrap_or(Some(Spend::Contended))
@@ -217,29 +214,13 @@ mod tests {
     fn a_lease_admits_exactly_its_requests_then_nothing() {
         let shared = FakeShared::default();
         let t = LeaseTable::new(&shared, slots(16));
-        assert_eq!(t.draw(7, NOW, 1), Spend::NoLease);
+        assert_eq!(t.draw(7, NOW), Spend::NoLease);
         t.grant(lease(7, 3, NOW + 5_000), NOW);
         for left in [2, 1, 0] {
-            let Spend::Drawn(l, 1) = t.draw(7, NOW + 1, 1) else { panic!("admitted") };
+            let Spend::Drawn(l) = t.draw(7, NOW + 1) else { panic!("admitted") };
             assert_eq!(l.requests_left, left);
         }
-        assert_eq!(t.draw(7, NOW + 1, 1), Spend::NoLease, "spent");
-    }
-
-    #[test]
-    #[wasm_bindgen_test]
-    fn a_draw_takes_what_it_asks_or_what_is_left_in_one_swap() {
-        let shared = FakeShared::default();
-        let t = LeaseTable::new(&shared, slots(16));
-        t.grant(lease(7, 20, NOW + 5_000), NOW);
-        let drawn = |most| match t.draw(7, NOW, most) {
-            Spend::Drawn(l, n) => (n, l.requests_left),
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(drawn(16), (16, 4));
-        assert_eq!(drawn(0), (1, 3), "at least the request it is for");
-        assert_eq!(drawn(16), (3, 0), "what is left");
-        assert_eq!(t.draw(7, NOW, 16), Spend::NoLease);
+        assert_eq!(t.draw(7, NOW + 1), Spend::NoLease, "spent");
     }
 
     #[test]
@@ -248,8 +229,8 @@ mod tests {
         let shared = FakeShared::default();
         let t = LeaseTable::new(&shared, slots(16));
         t.grant(lease(7, 3, NOW + 5_000), NOW);
-        assert_eq!(t.draw(7, NOW + 5_000, 1), Spend::NoLease, "expired at its instant");
-        assert_eq!(t.draw(7 + 16, NOW, 1), Spend::NoLease, "same slot, another client");
+        assert_eq!(t.draw(7, NOW + 5_000), Spend::NoLease, "expired at its instant");
+        assert_eq!(t.draw(7 + 16, NOW), Spend::NoLease, "same slot, another client");
     }
 
     #[test]
@@ -263,23 +244,23 @@ mod tests {
         t.grant(lease(7, 3, NOW + 5_000), NOW);
         assert!(t.probe(23, NOW).room);
         t.grant(lease(23, 2, NOW + 6_000), NOW);
-        assert!(matches!(t.draw(7, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 2));
-        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 1));
+        assert!(matches!(t.draw(7, NOW), Spend::Drawn(l) if l.requests_left == 2));
+        assert!(matches!(t.draw(23, NOW), Spend::Drawn(l) if l.requests_left == 1));
         // A third finds no room while both live; its grant (a race) pushes
         // out the lease that ends first: lost, never doubled.
         assert_eq!(t.probe(39, NOW), Probe { previous: None, room: false });
         t.grant(lease(39, 4, NOW + 5_000), NOW);
-        assert_eq!(t.draw(7, NOW, 1), Spend::NoLease);
-        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 0));
-        assert!(matches!(t.draw(39, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 3));
+        assert_eq!(t.draw(7, NOW), Spend::NoLease);
+        assert!(matches!(t.draw(23, NOW), Spend::Drawn(l) if l.requests_left == 0));
+        assert!(matches!(t.draw(39, NOW), Spend::Drawn(l) if l.requests_left == 3));
         // Spent or expired, a lease leaves room; its fingerprint's own slot
         // is found first, live or not.
-        assert_eq!(t.draw(23, NOW, 1), Spend::NoLease);
+        assert_eq!(t.draw(23, NOW), Spend::NoLease);
         assert!(t.probe(7, NOW).room);
         assert!(t.probe(71, NOW + 5_000).room, "39's expired");
         assert_eq!(t.probe(23, NOW).previous.map(|l| l.granted), Some(2));
         t.grant(lease(23, 5, NOW + 9_000), NOW + 10);
-        assert!(matches!(t.draw(23, NOW + 10, 1), Spend::Drawn(l, 1) if l.requests_left == 4 && l.granted == 7));
+        assert!(matches!(t.draw(23, NOW + 10), Spend::Drawn(l) if l.requests_left == 4 && l.granted == 7));
         assert_eq!(shared.len(), 2);
     }
 
@@ -293,8 +274,8 @@ mod tests {
         t.grant(lease(23, 2, NOW + 6_000), NOW);
         let refused = LeaseRecord { requests_left: 0, granted: 0, ..lease(39, 0, NOW + 5_000) };
         t.grant(refused.clone(), NOW);
-        assert!(matches!(t.draw(7, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 2), "7's lease stays");
-        assert!(matches!(t.draw(23, NOW, 1), Spend::Drawn(l, 1) if l.requests_left == 1), "23's lease stays");
+        assert!(matches!(t.draw(7, NOW), Spend::Drawn(l) if l.requests_left == 2), "7's lease stays");
+        assert!(matches!(t.draw(23, NOW), Spend::Drawn(l) if l.requests_left == 1), "23's lease stays");
         assert_eq!(t.probe(39, NOW).previous, None, "the refusal was not kept");
         // Once 7's lease has ended, the refusal takes its place.
         t.grant(refused, NOW + 5_000);
@@ -310,12 +291,12 @@ mod tests {
         let mut newer = lease(7, 4, NOW + 6_000);
         newer.limits[0].remaining_at_grant = 40;
         t.grant(newer, NOW + 1_000);
-        let Spend::Drawn(l, 1) = t.draw(7, NOW + 4_500, 1) else { panic!() };
+        let Spend::Drawn(l) = t.draw(7, NOW + 4_500) else { panic!() };
         assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (6, NOW + 5_000, 40));
-        assert_eq!(t.draw(7, NOW + 5_000, 1), Spend::NoLease, "the earlier end stands");
+        assert_eq!(t.draw(7, NOW + 5_000), Spend::NoLease, "the earlier end stands");
         // An expired one is replaced, not added to.
         t.grant(lease(7, 2, NOW + 20_000), NOW + 10_000);
-        assert!(matches!(t.draw(7, NOW + 10_000, 1), Spend::Drawn(l, 1) if l.requests_left == 1));
+        assert!(matches!(t.draw(7, NOW + 10_000), Spend::Drawn(l) if l.requests_left == 1));
     }
 
     #[test]
@@ -328,7 +309,7 @@ mod tests {
         let mut view = lease(7, 0, NOW + 1_000);
         view.limits[0].remaining_at_grant = 2;
         t.grant(view, NOW + 1_000);
-        let Spend::Drawn(l, 1) = t.draw(7, NOW + 4_000, 1) else { panic!("the lease ended") };
+        let Spend::Drawn(l) = t.draw(7, NOW + 4_000) else { panic!("the lease ended") };
         assert_eq!((l.requests_left, l.expires_at_ms, l.limits[0].remaining_at_grant), (2, NOW + 5_000, 2));
     }
 
@@ -350,7 +331,7 @@ mod tests {
         let shared = AlwaysRaced(FakeShared::default());
         let t = LeaseTable::new(&shared, slots(16));
         t.grant(lease(7, 3, NOW + 5_000), NOW);
-        assert_eq!(t.draw(7, NOW, 1), Spend::Contended);
+        assert_eq!(t.draw(7, NOW), Spend::Contended);
         let (bytes, _) = shared.get("ratelimit.lease.7").unwrap();
         assert_eq!(LeaseRecord::decode(&bytes).unwrap().requests_left, 3);
     }

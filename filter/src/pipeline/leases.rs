@@ -1,14 +1,13 @@
 //! Where a request meets leases: whether a planned decision's rules take
 //! one (every rule of it must), its fingerprint, and a request admitted
-//! from a live lease in the proxy (this worker's pocket first, else a draw
-//! from the proxy's table), with the fields it would have had from the
-//! store.
+//! from a live lease in the proxy (a draw from the proxy's table), with
+//! the fields it would have had from the store.
 
 use super::{plan_limits, Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
 use crate::fingerprint::{combine, combine_more, entry_fingerprint, IdentityDigest};
-use crate::lease::{draw_size, LeaseParams, LeaseTable, LeasedRequest, Span, Spend};
+use crate::lease::{LeaseParams, LeaseTable, LeasedRequest, Span, Spend};
 use crate::metrics::Metrics;
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
@@ -86,10 +85,8 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
 }
 
 /// Admits a request of the client of `c` from its lease at `now_ms`, if
-/// this proxy holds a live one: from this worker's pocket while it holds
-/// requests, else by a draw from the table, whose rest (if the worker has
-/// pockets with room) goes to the pocket. `admit` is given the request as
-/// the lease shows it (borrowed: nothing is copied on the usual path).
+/// this proxy holds a live one, by a draw from the table. `admit` is given
+/// the request as the lease shows it.
 pub(super) fn spend<S, M, R>(
     env: &Env<'_, S, M>,
     c: &LeaseCandidate,
@@ -100,26 +97,9 @@ where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
 {
-    let pockets = env.pockets;
-    if let Some(p) = pockets {
-        if let Some(held) = p.borrow_mut().spend(c.fingerprint, now_ms) {
-            return Some(admit(held));
-        }
-    }
-    let most = match pockets {
-        Some(p) if p.borrow().room(c.fingerprint, now_ms) => draw_size(c.params.max_units),
-        _ => 1,
-    };
     let table = LeaseTable::new(env.shared, env.config.deny_cache.slots);
-    let Spend::Drawn(lease, drawn) = table.draw(c.fingerprint, now_ms, most) else { return None };
-    let rest = drawn.saturating_sub(1);
-    let admitted =
-        admit(LeasedRequest { requests_left: lease.requests_left.saturating_add(rest), limits: &lease.limits });
-    if let Some(p) = pockets.filter(|_| rest > 0) {
-        // Room was checked just above, on this worker's own table.
-        p.borrow_mut().keep(lease, rest, now_ms);
-    }
-    Some(admitted)
+    let Spend::Drawn(lease) = table.draw(c.fingerprint, now_ms) else { return None };
+    Some(admit(LeasedRequest { requests_left: lease.requests_left, limits: &lease.limits }))
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at

@@ -36,9 +36,6 @@ pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
     /// This worker's count of each leasing client's requests: only a
     /// client hot here reads the lease table (`None`: every one does).
     pub heat: Option<&'a RefCell<Heat>>,
-    /// This worker's pockets of the proxy's leases (`None`: every leased
-    /// request draws from the table).
-    pub pockets: Option<&'a RefCell<Pockets>>,
 }
 
 /// How a request ends.
@@ -629,7 +626,7 @@ mod unreadable;
 mod vendor_fields;
 mod verdicts;
 
-use crate::lease::{Heat, LeasedRequest, Pockets, HOT_AFTER};
+use crate::lease::{Heat, LeasedRequest, HOT_AFTER};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};

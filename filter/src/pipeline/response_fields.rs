@@ -75,7 +75,7 @@ pub(super) fn ietf_fields(config: &Config, listed: &[Listed], states: &[Shown], 
     }
     let mut headers = Headers::new();
     if let Some(field) = policy_field(&policies) {
-        headers.push(("ratelimit-policy", field.into()));
+        headers.push(("ratelimit-policy", field));
     }
     let named: Vec<Shown> = states
         .iter()
@@ -86,7 +86,7 @@ pub(super) fn ietf_fields(config: &Config, listed: &[Listed], states: &[Shown], 
         if let Some((name, _)) = counts_requests(config, p) {
             let d = &s.outcome;
             let until = if d.allowed { d.reset_ms } else { d.retry_after_ms.unwrap_or(d.reset_ms) };
-            headers.push(("ratelimit", state_field(name, d.remaining, until, p.partition).into()));
+            headers.push(("ratelimit", state_field(name, d.remaining, until, p.partition)));
         }
     }
     headers

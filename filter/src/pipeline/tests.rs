@@ -35,7 +35,7 @@ impl World {
     }
 
     fn env(&self) -> Env<'_, FakeShared, FakeMetrics> {
-        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None, pockets: None }
+        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None }
     }
 
     /// Grants this proxy a lease of rule 0's limit (one, 1 unit a request)
@@ -515,37 +515,26 @@ fn a_live_lease_admits_even_past_a_denial_cached_since_and_without_one_the_cache
 
 #[test]
 #[wasm_bindgen_test]
-fn two_workers_pockets_admit_exactly_the_lease_reading_the_table_once_a_draw() {
-    // max_units 128: draws of 16 requests.
+fn a_lease_admits_exactly_what_it_holds_one_table_draw_a_request() {
     let config = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
       {"name":"hot","key":["header:x-api-key"],"lease":{"max_units":128,"max_age":"10s"},
        "limits":[{"algorithm":"fixed_window","limit":1000,"window":"1m"}]}]}"#;
     let w = World::new(config);
     let req = FakeRequest::new("GET", "/").with("x-api-key", "k");
     w.grant_lease("k", 40, 900);
-    let pockets = [RefCell::new(Pockets::default()), RefCell::new(Pockets::default())];
-    let admit = |worker: usize| {
-        let env = Env { pockets: Some(&pockets[worker]), ..w.env() };
-        match begin(&env, &req, || NOW) {
-            Start::Done(out) => {
-                assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
-                Some(header(&out, "x-ratelimit-remaining").unwrap_or_default().to_string())
-            }
-            Start::Wait(_) => None,
+    let admit = || match begin(&w.env(), &req, || NOW) {
+        Start::Done(out) => {
+            assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
+            Some(header(&out, "x-ratelimit-remaining").unwrap_or_default().to_string())
         }
+        Start::Wait(_) => None,
     };
-    // Worker 0 takes three requests of every four, worker 1 the fourth.
     let reads = w.shared.reads();
-    let shown: Vec<String> = (0..24).map(|i| admit(usize::from(i % 4 == 3)).expect("from the lease")).collect();
-    // Worker 0 drew 16 then the last 8, worker 1 drew 16: a read each.
-    assert_eq!(w.shared.reads() - reads, 3);
-    // Remaining: 900 outside the lease, plus what the table held at the
-    // worker's last draw and what its pocket still holds.
-    assert_eq!(shown[..4], ["939", "938", "937", "923"]);
-    assert_eq!(shown[23], "918", "worker 1: 8 in the table at its draw, 10 in its pocket");
-    // Each worker spends what its pocket holds, then the store decides:
-    // 40 in all, never more.
-    let rest: Vec<usize> = (0..2).map(|worker| std::iter::from_fn(|| admit(worker)).take(100).count()).collect();
-    assert_eq!(rest, [6, 10]);
+    let shown: Vec<String> = (0..40).map(|_| admit().expect("from the lease")).collect();
+    assert_eq!(w.shared.reads() - reads, 40, "one read of the table a request");
+    // 40 in all, never more: then the store decides.
+    assert_eq!(admit(), None);
+    // Remaining: 900 outside the lease plus what the lease still holds.
+    assert_eq!((shown[0].as_str(), shown[39].as_str()), ("939", "900"));
     assert_eq!(w.metrics.get(0, Event::LeaseAllowed), 40);
 }

@@ -17,14 +17,14 @@ pub(super) fn vendor_fields(config: &Config, vendor: Vendor, shown: &[Shown], no
         let (limit, remaining) = (s.limit.to_string(), d.remaining.to_string());
         match vendor {
             Vendor::OpenAi => {
-                headers.push((openai_name("limit", tokens), limit.into()));
-                headers.push((openai_name("remaining", tokens), remaining.into()));
-                headers.push((openai_name("reset", tokens), go_duration(wait).into()));
+                headers.push((openai_name("limit", tokens), limit));
+                headers.push((openai_name("remaining", tokens), remaining));
+                headers.push((openai_name("reset", tokens), go_duration(wait)));
             }
             Vendor::Anthropic => {
-                headers.push((anthropic_name("limit", tokens), limit.into()));
-                headers.push((anthropic_name("remaining", tokens), remaining.into()));
-                headers.push((anthropic_name("reset", tokens), rfc3339(now_ms.saturating_add(wait)).into()));
+                headers.push((anthropic_name("limit", tokens), limit));
+                headers.push((anthropic_name("remaining", tokens), remaining));
+                headers.push((anthropic_name("reset", tokens), rfc3339(now_ms.saturating_add(wait))));
             }
         }
     }

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use super::{Host, Owner, Worker};
-use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit, Pockets};
+use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit};
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
 use crate::pipeline::{LeaseCandidate, PlannedDecision, PlannedLimit};
@@ -41,7 +41,6 @@ pub(super) struct LeaseAsk {
 #[derive(Debug, Default)]
 pub(super) struct Leases {
     pub(super) heat: RefCell<Heat>,
-    pub(super) pockets: RefCell<Pockets>,
     pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,

@@ -230,14 +230,7 @@ impl Worker {
     }
 
     fn env<'a, H: Host>(config: &'a Config, host: &'a H, leases: &'a leases::Leases) -> Env<'a, H, H> {
-        Env {
-            config,
-            shared: host,
-            metrics: host,
-            random: host.random(),
-            heat: Some(&leases.heat),
-            pockets: Some(&leases.pockets),
-        }
+        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(&leases.heat) }
     }
 
     /// The host ignores `proxy_set_effective_context`: see `pinned`.

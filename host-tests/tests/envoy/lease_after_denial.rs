@@ -25,7 +25,7 @@ fn a_client_over_its_limit_in_one_window_is_leased_again_in_the_next() {
         r#"{{"name":"hot","key":["header:x-user"],"lease":{{"max_units":10,"max_age":"5s"}},
             "limits":[{{"algorithm":"fixed_window","limit":{LIMIT},"window":"10s"}}]}}"#
     );
-    // One worker: every request meets the same heat and pockets.
+    // One worker: every request meets the same heat.
     let stack = Stack::try_start(&plugin_config(&rules), 1).unwrap_or_else(|e| panic!("{}", e.log));
     let leased = || stack.envoy.stat("wasmcustom.ratelimit.hot.lease_allowed");
     let offer = |n: usize| (0..n).filter(|_| stack.send("GET", "/", &[("x-user", "u")]).status == 200).count();

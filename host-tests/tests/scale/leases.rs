@@ -1,10 +1,9 @@
 //! Leases across a fleet: three proxies of two workers each sharing one
 //! Redis, one hot client offered three times its limit through all of them
 //! at once. Admitted: never more than the limit, and at least the limit
-//! less the bound docs/leases.md states (P proxies × max_units, plus a
-//! pocket per worker where leases are drawn more than one request at a
-//! time), for every windowed algorithm and for token_bucket and gcra, and
-//! with pockets; two limits of one rule
+//! less the bound docs/leases.md states (P proxies × max_units), for every
+//! windowed algorithm and for token_bucket and gcra, and with large
+//! leases; two limits of one rule
 //! stay all or nothing (their counts in Redis agree); a cold client beside
 //! it is decided per request (its counts are exactly its requests).
 
@@ -21,11 +20,9 @@ use crate::{plugin_config, scan_keys};
 const PROXIES: usize = 3;
 const LIMIT: u64 = 60;
 const MAX_UNITS: u64 = 10;
-/// The rule whose workers draw pockets: `max_units` 64, so draws of 8.
-const POCKET_LIMIT: u64 = 300;
-const POCKET_MAX_UNITS: u64 = 64;
-const POCKET_DRAW: u64 = 8;
-const WORKERS: u64 = 2;
+/// The rule of large leases.
+const BIG_LIMIT: u64 = 300;
+const BIG_MAX_UNITS: u64 = 64;
 /// Client threads per proxy, each with its own connections (so both
 /// workers of every proxy take requests).
 const THREADS: usize = 4;
@@ -57,11 +54,7 @@ fn rules() -> String {
                 r#"{{"algorithm":"fixed_window","limit":{LIMIT},"window":"1h"}},{{"algorithm":"sliding_window","limit":1000,"window":"1h"}}"#
             ),
         ),
-        rule_of(
-            "pk",
-            POCKET_MAX_UNITS,
-            &format!(r#"{{"algorithm":"sliding_window","limit":{POCKET_LIMIT},"window":"1h"}}"#),
-        ),
+        rule_of("big", BIG_MAX_UNITS, &format!(r#"{{"algorithm":"sliding_window","limit":{BIG_LIMIT},"window":"1h"}}"#)),
     ]
     .join(",")
 }
@@ -92,18 +85,15 @@ fn a_hot_client_over_three_proxies_gets_its_limit_less_the_bound_and_never_more(
     start_clear_of_boundary(HOUR, Duration::from_secs(240));
     let redis = RedisServer::start();
     let fleet = Arc::new(Fleet::start(redis.port, PROXIES, 2, &plugin_config(r#","timeout_ms":1000"#, "", &rules())));
-    // Draws of one request below max_units 16: P × max_units.
+    // P × max_units.
     let bound = PROXIES as u64 * MAX_UNITS;
-    // With pockets: P × (max_units + W × (d − 1)).
-    assert_eq!(ratelimit::lease::draw_size(POCKET_MAX_UNITS), POCKET_DRAW);
-    let pocket_bound = PROXIES as u64 * (POCKET_MAX_UNITS + WORKERS * (POCKET_DRAW - 1));
     for (name, limit, bound) in [
         ("fw", LIMIT, bound),
         ("sw", LIMIT, bound),
         ("tb", LIMIT, bound),
         ("gc", LIMIT, bound),
         ("two", LIMIT, bound),
-        ("pk", POCKET_LIMIT, pocket_bound),
+        ("big", BIG_LIMIT, PROXIES as u64 * BIG_MAX_UNITS),
     ] {
         let served = fleet.backend.served.load(std::sync::atomic::Ordering::Relaxed);
         let admitted = offered_three_times(&fleet, name, "hot", limit);

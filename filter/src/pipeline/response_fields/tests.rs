@@ -45,14 +45,7 @@ impl World {
     /// A chat request of `key` from 10.0.0.1, its decisions answered with
     /// `ip` (the address rule's) and `llm` (the LLM rule's: requests, tokens).
     fn chat(&self, key: &str, ip: LimitOutcome, llm: [LimitOutcome; 2]) -> Outcome {
-        let env = Env {
-            config: &self.config,
-            shared: &self.shared,
-            metrics: &self.metrics,
-            random: 0,
-            heat: None,
-            pockets: None,
-        };
+        let env = Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None };
         let req = FakeRequest::new("POST", "/v1/chat/completions").with("x-api-key", key);
         match begin(&env, &req, || NOW) {
             Start::Done(o) => o,
