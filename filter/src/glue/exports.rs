@@ -20,6 +20,9 @@ const PAUSE: u32 = 1;
 /// with those before it (Envoy: up to the connection's buffer limit, past
 /// which it answers 413 itself).
 const STOP_AND_BUFFER: u32 = 1;
+/// `FilterDataStatus::StopIterationAndWatermark`: the host keeps the chunk
+/// under flow control (it stops reading the client past its buffer limit).
+const STOP_AND_WATERMARK: u32 = 2;
 /// A context id no host hands out (ids count up from 1).
 const NO_SUCH_CONTEXT: u32 = u32::MAX - 1;
 
@@ -199,6 +202,7 @@ pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end_of_stream
         // Busy (never expected here): hold it; a request still waiting is
         // answered by its timeout, never let through undecided.
         None | Some(Some(BodyAction::Buffer)) => STOP_AND_BUFFER,
+        Some(Some(BodyAction::Hold)) => STOP_AND_WATERMARK,
     }
 }
 

@@ -21,6 +21,10 @@ pub enum BodyAction {
     /// Keep it, with what came before, until the worker resumes or
     /// answers the request.
     Buffer,
+    /// Keep it under flow control (the host stops reading past its buffer
+    /// limit, never answers 413): the request's decision waits for the
+    /// store, not for its body.
+    Hold,
 }
 
 /// A request waiting for its body.
@@ -82,7 +86,13 @@ impl Worker {
         end_of_stream: bool,
         read: impl FnOnce(u64) -> Option<Vec<u8>>,
     ) -> BodyAction {
-        let Some(wait) = self.body_waits.get_mut(&stream) else { return BodyAction::Continue };
+        let Some(wait) = self.body_waits.get_mut(&stream) else {
+            // A host that delivers the body while the headers wait (Envoy
+            // with allow_on_headers_stop_iteration) would let them go on a
+            // Continue: never before the decision.
+            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
+            return if deciding { BodyAction::Hold } else { BodyAction::Continue };
+        };
         wait.seen = true;
         let max_bytes = wait.max_bytes;
         if size <= max_bytes && !end_of_stream {

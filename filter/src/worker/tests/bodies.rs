@@ -160,6 +160,9 @@ fn a_stream_gone_while_its_body_comes_leaves_nothing_and_other_requests_are_not_
     assert!(w.body_waits.is_empty());
     assert_eq!(w.on_request_body(&host, 2, &chat("a"), 10, true, |_| None), BodyAction::Continue);
     assert_eq!(w.on_request_headers(&host, 4, &user("/api", "a"), false), Action::Pause, "to the store");
-    assert_eq!(w.on_request_body(&host, 4, &user("/api", "a"), 10, true, |_| None), BodyAction::Continue);
+    let body = |w: &mut Worker| w.on_request_body(&host, 4, &user("/api", "a"), 10, true, |_| None);
+    assert_eq!(body(&mut w), BodyAction::Hold, "never let through before its decision");
     assert_eq!(host.sent.borrow().len(), 1, "decided at its headers, its body never read");
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert_eq!(body(&mut w), BodyAction::Continue, "decided: its body passes");
 }
