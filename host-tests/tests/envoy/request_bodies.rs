@@ -29,8 +29,12 @@ const STOP_ITERATION: Edit<'static> = Edit {
 };
 
 fn start(edits: &[Edit<'_>]) -> (Stack, BodyUpstream) {
+    start_rules(PER_MODEL, edits)
+}
+
+fn start_rules(rules: &str, edits: &[Edit<'_>]) -> (Stack, BodyUpstream) {
     let upstream = BodyUpstream::start();
-    let stack = Stack::start_edited_to(&plugin_config(PER_MODEL), 2, Some(upstream.server.port), edits, &[])
+    let stack = Stack::start_edited_to(&plugin_config(rules), 2, Some(upstream.server.port), edits, &[])
         .unwrap_or_else(|e| panic!("{}", e.log));
     (stack, upstream)
 }
@@ -169,4 +173,15 @@ fn without_allow_on_headers_stop_iteration_a_body_rule_fails_closed_with_408() {
     assert_eq!((a.status, a.body), refusal(408, "request_body_timeout", "the request body did not arrive within 1s"));
     assert!(upstream.bodies().is_empty());
     assert!(stack.envoy.log().contains("allow_on_headers_stop_iteration: true"), "the log names the fix");
+}
+
+#[test]
+fn with_allow_on_headers_stop_iteration_a_body_never_carries_its_headers_past_the_store_decision() {
+    // A rule of the headers alone: its decision waits for the store while
+    // the body arrives; the body is held, and the 429 still holds.
+    let per_key = r#"{"name":"llm","key":["header:authorization"],"limits":[{"algorithm":"sliding_log","limit":2,"window":"1h"}]}"#;
+    let (stack, upstream) = start_rules(per_key, &[STOP_ITERATION]);
+    let statuses: Vec<u16> = (0..4).map(|i| chat(&stack, "k1", &body("gpt-4o"), [0, 9][i % 2]).status).collect();
+    assert_eq!(statuses, [200, 200, 429, 429]);
+    assert_eq!(upstream.bodies(), vec![body("gpt-4o"); 2]);
 }
