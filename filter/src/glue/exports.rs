@@ -67,6 +67,9 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
                 log::info!("ratelimit: the host ignores proxy_set_effective_context: each request's decisions go out in its own call, the rest on the timer");
             }
             let plugin = Plugin::new(root, config, pinned);
+            if pinned && crate::worker::body_tick_ms(plugin.worker.config()).is_some() {
+                log::warn!("ratelimit: this host does not hand request bodies to the filter: rules reading the body (body:, match.body) answer 501 to every request they apply to");
+            }
             #[cfg(feature = "redis")]
             if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);

@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::metrics::Event;
 use crate::pipeline::body_timeout;
 use crate::request::{Body, Request, RequestSource};
+use crate::response::{refused, LocalReply};
 
 /// How often a line about bodies that never came may be logged per worker.
 const TIMEOUT_LOG_INTERVAL_MS: u64 = 10_000;
@@ -72,6 +73,23 @@ impl Worker {
             });
         }
         wait
+    }
+
+    /// On a host that ignores `proxy_set_effective_context` (NGINX's
+    /// ngx_wasm_module), the 501 of a request a rule reading the body
+    /// applies to: that host did not hand the body to the filter while the
+    /// headers waited, and a request can be answered only from its own
+    /// callbacks (a timeout on the timer cannot answer it).
+    pub(super) fn body_unsupported<H: Host, R: RequestSource + ?Sized>(
+        &self,
+        host: &H,
+        req: &Request<'_, R>,
+    ) -> Option<LocalReply> {
+        let wait = self.body_wait(req, 0)?;
+        let rule = self.config.rules.get(wait.rule)?;
+        host.count(wait.rule, Event::BadRequest);
+        let detail = "this host does not hand the request body to the filter: rules reading it refuse the requests they apply to";
+        Some(refused(501, "request_body_unsupported", &rule.name, detail))
     }
 
     /// A chunk of stream `stream`'s request body arrived: `size` bytes of

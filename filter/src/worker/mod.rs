@@ -283,6 +283,13 @@ impl Worker {
             }
             false => Request::new(request),
         };
+        if self.body_tick_ms.is_some() && self.pinned {
+            // NGINX never handed the body over while the headers waited:
+            // refused, never decided without it (see `body_unsupported`).
+            if let Some(reply) = self.body_unsupported(host, &req) {
+                return self.apply_now(host, stream, Outcome::Reply(reply), now);
+            }
+        }
         if self.body_tick_ms.is_some() && !end_of_stream {
             if let Some(wait) = self.body_wait(&req, now) {
                 self.body_waits.insert(stream, wait);

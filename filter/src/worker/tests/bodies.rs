@@ -166,3 +166,21 @@ fn a_stream_gone_while_its_body_comes_leaves_nothing_and_other_requests_are_not_
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(body(&mut w), BodyAction::Continue, "decided: its body passes");
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_host_that_hands_no_body_over_refuses_what_a_body_rule_applies_to() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config("", &format!("{PER_MODEL},{API}")), NOW);
+    w.pin_calls_to_streams();
+    for (stream, eos) in [(2, false), (3, true)] {
+        assert_eq!(w.on_request_headers(&host, stream, &chat("a"), eos), Action::Pause, "answered");
+    }
+    let replied: Vec<(u32, u32, String)> =
+        host.replied.borrow().iter().map(|(s, r)| (*s, r.status, r.body.clone())).collect();
+    let body = r#"{"error":"request_body_unsupported","rule":"llm","detail":"this host does not hand the request body to the filter: rules reading it refuse the requests they apply to"}"#;
+    assert_eq!(replied, [(2, 501, body.to_string()), (3, 501, body.to_string())]);
+    assert!(w.body_waits.is_empty() && host.sent.borrow().is_empty());
+    assert_eq!(w.on_request_headers(&host, 4, &user("/api", "a"), false), Action::Pause, "other rules decide as ever");
+    assert_eq!(host.sent.borrow().len(), 1);
+}
