@@ -17,8 +17,8 @@ use crate::config::{IdentityForm, KeyPart};
 use crate::digest::{hex, sha256};
 use crate::keys::MAX_IDENTITY;
 use crate::request::{
-    members, one_credential, one_line, one_member, OneCredential, OneValue, QueryValue, Request, RequestSource,
-    AUTHORIZATION,
+    members, one_credential, one_line, one_member, BodyProblem, OneCredential, OneValue, QueryValue, Request,
+    RequestSource, AUTHORIZATION,
 };
 
 /// A request's identity under a rule's key parts.
@@ -31,14 +31,29 @@ pub enum Identity {
     /// Part `n` (0-based) has several different values: which one the
     /// upstream would use is unknown, so the request is refused.
     Conflicting(usize),
+    /// Part `n` (0-based), a field of the body, cannot be read (absent
+    /// included: the rule says whether that refuses the request).
+    BodyUnreadable(usize, BodyProblem),
 }
 
-/// The identity of `req` under `parts`, in `form`.
+/// The identity of `req` under `parts`, in `form` (its body read whatever
+/// its length).
 pub fn identity<'a, S: RequestSource + ?Sized>(
     parts: &'a [KeyPart],
     form: IdentityForm,
     req: &'a Request<'_, S>,
     xff_hops: u32,
+) -> Identity {
+    identity_within(parts, form, req, xff_hops, u64::MAX)
+}
+
+/// `identity`, a body part read only from a body of at most `max_body` bytes.
+pub fn identity_within<'a, S: RequestSource + ?Sized>(
+    parts: &'a [KeyPart],
+    form: IdentityForm,
+    req: &'a Request<'_, S>,
+    xff_hops: u32,
+    max_body: u64,
 ) -> Identity {
     let mut out = String::with_capacity(32);
     for (i, part) in parts.iter().enumerate() {
@@ -71,6 +86,11 @@ pub fn identity<'a, S: RequestSource + ?Sized>(
                 QueryValue::Conflicting => Err(i),
             },
             KeyPart::Literal(text) => Ok(Some(Cow::Borrowed(text.as_bytes()))),
+            // Escaped and bounded below like any header value.
+            KeyPart::Body(field) => match req.body().field(field.keys(), max_body) {
+                Ok(text) => Ok(Some(text)),
+                Err(problem) => return Identity::BodyUnreadable(i, problem),
+            },
         };
         match value {
             Ok(Some(v)) => escape_into(&mut out, &v),
@@ -149,6 +169,7 @@ mod tests {
             Identity::Key(k) => Some(k),
             Identity::Absent => None,
             Identity::Conflicting(i) => panic!("part {i} conflicts"),
+            Identity::BodyUnreadable(i, p) => panic!("part {i}: {p:?}"),
         }
     }
 
@@ -342,5 +363,29 @@ mod tests {
         assert_eq!(id(&[KeyPart::ClientIp], &req, 2).as_deref(), Some("6.6.6.6"));
         let bad = FakeRequest::new("GET", "/").with_bytes("x-forwarded-for", b"\xff\xfe");
         assert_eq!(id(&[KeyPart::ClientIp], &bad, 1).as_deref(), Some("10.0.0.1"));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_body_field_is_escaped_and_bounded_like_a_header_value() {
+        use crate::config::BodyPath;
+        use crate::request::{Body, BodyProblem};
+        let parts = [KeyPart::Header("authorization".into()), KeyPart::Body(BodyPath::parse("model").unwrap())];
+        let req = FakeRequest::new("POST", "/v1/chat/completions").with("authorization", "Bearer k");
+        let key = |body: &[u8], max: u64| {
+            let body = Body::of(body);
+            identity_within(&parts, IdentityForm::Clear, &Request::with_body(&req, &body), 0, max)
+        };
+        assert_eq!(key(br#"{"model":"gpt-4o"}"#, 100), Identity::Key("bearer~20k~~gpt-4o".into()));
+        assert_eq!(key(br#"{"model":"gpt\u002d4o"}"#, 100), key(br#"{"model":"gpt-4o"}"#, 100));
+        assert_eq!(key(br#"{"model":"a}{b:c~~d"}"#, 100), Identity::Key("bearer~20k~~a~7D~7Bb~3Ac~7E~7Ed".into()));
+        assert_eq!(key(br#"{"model":7}"#, 100), Identity::Key("bearer~20k~~7".into()));
+        assert_eq!(key(br#"{"model":""}"#, 100), Identity::Key("bearer~20k~~~_".into()));
+        let long = format!(r#"{{"model":"{}"}}"#, "m".repeat(100));
+        assert_eq!(key(long.as_bytes(), 1000), Identity::Key(digest(&format!("bearer~20k~~{}", "m".repeat(100)))));
+        assert_eq!(key(br#"{"model":"gpt-4o"}"#, 10), Identity::BodyUnreadable(1, BodyProblem::TooLarge(10)));
+        assert_eq!(key(br#"{"other":1}"#, 100), Identity::BodyUnreadable(1, BodyProblem::Missing));
+        assert_eq!(key(br#"{"model":{"id":"x"}}"#, 100), Identity::BodyUnreadable(1, BodyProblem::NotText));
+        assert!(KeyPart::Body(BodyPath::parse("model").unwrap()).may_be_secret(), "the client chooses it");
     }
 }

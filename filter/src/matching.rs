@@ -6,11 +6,38 @@
 //! rule by repeating a header.
 
 use crate::config::Matcher;
-use crate::request::{members, trim_ows, Request, RequestSource};
+use crate::request::{members, trim_ows, BodyProblem, Request, RequestSource};
 
 impl Matcher {
-    /// True when every condition given holds (none given: every request).
+    /// True when every condition given holds (none given: every request),
+    /// the body read whatever its length; a body condition the body cannot
+    /// answer does not hold. (The pipeline reads the body within the
+    /// rule's bound: `matches_headers`, then `body_holds`.)
     pub fn matches<S: RequestSource + ?Sized>(&self, req: &Request<'_, S>) -> bool {
+        self.matches_headers(req) && self.body_holds(req, u64::MAX) == Ok(true)
+    }
+
+    /// Whether the body conditions hold for a body read within `max_body`
+    /// bytes: a field absent or of another value does not hold; a body
+    /// that cannot be read (past the bound, not JSON) answers nothing.
+    pub fn body_holds<S: RequestSource + ?Sized>(
+        &self,
+        req: &Request<'_, S>,
+        max_body: u64,
+    ) -> Result<bool, BodyProblem> {
+        for (field, want) in &self.body {
+            match req.body().field(field.keys(), max_body) {
+                Ok(text) if *text == *want.as_bytes() => {}
+                Ok(_) | Err(BodyProblem::Missing | BodyProblem::NotText) => return Ok(false),
+                Err(problem) => return Err(problem),
+            }
+        }
+        Ok(true)
+    }
+
+    /// True when every condition but the body's holds (what is known when
+    /// the headers arrive).
+    pub fn matches_headers<S: RequestSource + ?Sized>(&self, req: &Request<'_, S>) -> bool {
         if let Some(prefix) = &self.path_prefix {
             let prefix = prefix.as_bytes();
             let under = |p: &[u8]| match self.path_ignore_case {
@@ -33,9 +60,9 @@ impl Matcher {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::Matcher;
+    use crate::config::{BodyPath, Matcher};
     use crate::request::fake::FakeRequest;
-    use crate::request::Request;
+    use crate::request::{Body, BodyProblem, Request};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn login() -> Matcher {
@@ -44,6 +71,7 @@ mod tests {
             path_ignore_case: false,
             methods: vec!["POST".into()],
             headers: vec![("x-tier".into(), "free".into())],
+            body: Vec::new(),
         }
     }
 
@@ -106,5 +134,30 @@ mod tests {
         for path in ["/apix", "/ap", "/", "/x/api/"] {
             assert!(!matches(&api(true), path), "{path}");
         }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_body_condition_holds_for_its_exact_value_only() {
+        let gpt4o = Matcher {
+            path_prefix: Some("/v1/".into()),
+            body: vec![(BodyPath::parse("model").unwrap(), "gpt-4o".into())],
+            ..Matcher::default()
+        };
+        let req = FakeRequest::new("POST", "/v1/chat/completions");
+        let holds = |body: &[u8], bound: u64| gpt4o.body_holds(&Request::with_body(&req, &Body::of(body)), bound);
+        assert_eq!(holds(br#"{"model":"gpt-4o"}"#, 100), Ok(true));
+        assert_eq!(holds(br#"{"model":"gpt\u002d4o"}"#, 100), Ok(true), "escapes decoded");
+        for other in
+            [&br#"{"model":"gpt-4o-mini"}"#[..], br#"{"model":"GPT-4o"}"#, br#"{"x":1}"#, br#"{"model":["gpt-4o"]}"#]
+        {
+            assert_eq!(holds(other, 100), Ok(false));
+        }
+        assert_eq!(holds(br#"{"model":"gpt-4o"}"#, 10), Err(BodyProblem::TooLarge(10)), "past its bound: no answer");
+        assert!(matches!(holds(br#"{"model":"gpt-4o","model":"x"}"#, 100), Err(BodyProblem::NotJson(_))));
+        assert!(gpt4o.matches_headers(&Request::new(&req)), "the headers' conditions alone");
+        assert!(!gpt4o.matches(&Request::new(&req)), "a body never read answers no condition");
+        let five = Matcher { body: vec![(BodyPath::parse("n").unwrap(), "5".into())], ..Matcher::default() };
+        assert!(five.matches(&Request::with_body(&req, &Body::of(br#"{"n":5}"#))), "an integer's decimal text");
     }
 }

@@ -111,10 +111,15 @@ pub fn too_many_requests(
 /// problem, `detail` says what to fix (both from the configuration, never
 /// from the request).
 pub fn bad_request(error: &str, rule: &str, detail: &str) -> LocalReply {
+    refused(400, error, rule, detail)
+}
+
+/// A 4xx in the style of `bad_request` with another status (413, 408).
+pub fn refused(status: u32, error: &str, rule: &str, detail: &str) -> LocalReply {
     // Names are [a-z0-9_-] and header names HTTP tokens: nothing to escape but quotes.
     let detail = detail.replace(['"', '\\'], "");
     LocalReply {
-        status: 400,
+        status,
         headers: vec![("content-type", json())],
         body: format!("{{\"error\":\"{error}\",\"rule\":\"{rule}\",\"detail\":\"{detail}\"}}"),
     }

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod body_upstream;
 pub mod burst;
 pub mod demo_table;
 pub mod envoy;

@@ -57,28 +57,62 @@ impl RawRequest {
         let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         conn.write_all(&self.bytes()).ok()?;
-        let mut reader = BufReader::new(conn);
-        let mut status_line = String::new();
-        reader.read_line(&mut status_line).ok()?;
-        let status = status_line.split(' ').nth(1)?.parse().ok()?;
-        let mut headers = Vec::new();
-        loop {
-            let mut line = Vec::new();
-            reader.read_until(b'\n', &mut line).ok()?;
-            let line = String::from_utf8_lossy(&line).trim_end().to_string();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((n, v)) = line.split_once(':') {
-                headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
-            }
-        }
-        let length: usize =
-            headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).ok()?;
-        Some(Answer { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
+        read_answer(conn)
     }
+
+    /// Sends it with `body` on a fresh connection: with a `content-length`
+    /// in one write (`chunks` 0), or chunked in pieces of `chunks` bytes,
+    /// each written on its own after a short pause (so the proxy reads
+    /// them apart); the answer, as `send`.
+    pub fn send_body(&self, port: u16, body: &[u8], chunks: usize) -> Option<Answer> {
+        let mut head = self.bytes();
+        head.truncate(head.len() - b"content-length: 0\r\nconnection: close\r\n\r\n".len());
+        let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+        conn.set_nodelay(true).ok()?;
+        if chunks == 0 {
+            head.extend_from_slice(format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()).as_bytes());
+            head.extend_from_slice(body);
+            conn.write_all(&head).ok()?;
+            return read_answer(conn);
+        }
+        head.extend_from_slice(b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+        conn.write_all(&head).ok()?;
+        for piece in body.chunks(chunks) {
+            std::thread::sleep(Duration::from_millis(5));
+            conn.write_all(format!("{:x}\r\n", piece.len()).as_bytes()).ok()?;
+            conn.write_all(piece).ok()?;
+            conn.write_all(b"\r\n").ok()?;
+        }
+        conn.write_all(b"0\r\n\r\n").ok()?;
+        read_answer(conn)
+    }
+}
+
+/// Reads an answer (its head, then a `content-length` body) from `conn`;
+/// `None` when the connection ended without one.
+fn read_answer(conn: TcpStream) -> Option<Answer> {
+    let mut reader = BufReader::new(conn);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).ok()?;
+    let status = status_line.split(' ').nth(1)?.parse().ok()?;
+    let mut headers = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        reader.read_until(b'\n', &mut line).ok()?;
+        let line = String::from_utf8_lossy(&line).trim_end().to_string();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((n, v)) = line.split_once(':') {
+            headers.push((n.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
+    }
+    let length: usize =
+        headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some(Answer { status, headers, body: String::from_utf8_lossy(&body).into_owned() })
 }
 
 /// Sends `method target` over HTTP/2 without TLS (h2c, prior knowledge)

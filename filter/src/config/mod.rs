@@ -13,6 +13,7 @@ mod json;
 mod lease;
 mod limit;
 mod load;
+mod request_body;
 mod response_headers;
 mod rule;
 mod store_settings;
@@ -26,6 +27,7 @@ pub use error_body::ErrorBody;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::{load, load_with_env};
+pub use request_body::{BodyInvalid, BodyPath, BodySettings, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY, MAX_BODY};
 pub use response_headers::{HeaderStyle, Vendor};
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
 pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};
@@ -57,6 +59,9 @@ pub struct KeyGroup {
     /// Whether these rules are in shadow mode (their own call, so a
     /// would-be denial never blocks an enforced rule's consumption).
     pub shadow: bool,
+    /// How they read the request body, when the key does: rules reading
+    /// it differently read different identities.
+    pub body: Option<BodySettings>,
     /// Indices into `Config::rules`.
     pub rules: Vec<usize>,
 }
@@ -184,11 +189,19 @@ impl Config {
 fn group_rules(rules: &[Rule]) -> Vec<KeyGroup> {
     let mut groups: Vec<KeyGroup> = Vec::new();
     for (i, r) in rules.iter().enumerate() {
-        match groups.iter_mut().find(|g| g.key == r.key && g.shadow == r.shadow && g.identity == r.identity) {
+        let body = r.request_body.filter(|_| r.key.iter().any(|p| matches!(p, KeyPart::Body(_))));
+        match groups
+            .iter_mut()
+            .find(|g| g.key == r.key && g.shadow == r.shadow && g.identity == r.identity && g.body == body)
+        {
             Some(g) => g.rules.push(i),
-            None => {
-                groups.push(KeyGroup { key: r.key.clone(), identity: r.identity, shadow: r.shadow, rules: vec![i] })
-            }
+            None => groups.push(KeyGroup {
+                key: r.key.clone(),
+                identity: r.identity,
+                shadow: r.shadow,
+                body,
+                rules: vec![i],
+            }),
         }
     }
     groups

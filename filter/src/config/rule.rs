@@ -7,6 +7,7 @@ use super::error::ConfigError;
 use super::json::{Obj, Result};
 use super::lease::{parse_lease, LeaseSettings};
 use super::limit::{parse_limit, Counts, Limit, MAX_EXACT};
+use super::request_body::{BodyPath, BodySettings};
 use super::response_headers::{parse_style, HeaderStyle};
 use crate::algorithm::Algorithm;
 use crate::json::{printable, Value};
@@ -39,6 +40,9 @@ pub enum KeyPart {
     Query(String),
     /// A fixed text: a budget shared by every client of the rule.
     Literal(String),
+    /// A JSON field of the request body: a string (its bytes, escapes
+    /// decoded) or an integer (its decimal text).
+    Body(BodyPath),
 }
 
 impl KeyPart {
@@ -48,7 +52,12 @@ impl KeyPart {
     pub fn may_be_secret(&self) -> bool {
         matches!(
             self,
-            KeyPart::Header(_) | KeyPart::HeaderRaw(_) | KeyPart::Query(_) | KeyPart::Path | KeyPart::PathIgnoreCase
+            KeyPart::Header(_)
+                | KeyPart::HeaderRaw(_)
+                | KeyPart::Query(_)
+                | KeyPart::Path
+                | KeyPart::PathIgnoreCase
+                | KeyPart::Body(_)
         )
     }
 }
@@ -84,6 +93,9 @@ pub struct Matcher {
     pub methods: Vec<String>,
     /// Each header (lower-case name) must have exactly this value.
     pub headers: Vec<(String, String)>,
+    /// Each JSON field of the request body must be exactly this text (a
+    /// string, or an integer's decimal text).
+    pub body: Vec<(BodyPath, String)>,
 }
 
 /// A validated rule.
@@ -116,6 +128,8 @@ pub struct Rule {
     pub shadow_headers: bool,
     /// The format of its 429 body.
     pub error_body: super::ErrorBody,
+    /// How it reads the request body, if its key or match does.
+    pub request_body: Option<BodySettings>,
 }
 
 impl Rule {
@@ -149,6 +163,7 @@ const RULE_FIELDS: &[&str] = &[
     "identity",
     "lease",
     "error_body",
+    "request_body",
 ];
 
 /// Whether `s` is 1..=max characters of [a-z0-9_-] (and '.' if `dots`).
@@ -202,6 +217,8 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let headers = o.value("response_headers").map(|v| parse_style(v, &o.path_of("response_headers"))).transpose()?;
     let shadow_headers = o.bool("shadow_headers")?.unwrap_or(false);
     let error_body = super::error_body::parse(o.str("error_body")?, &o.path_of("error_body"))?;
+    let reads_body = !matcher.body.is_empty() || key.iter().any(|p| matches!(p, KeyPart::Body(_)));
+    let request_body = super::request_body::parse(o.value("request_body"), &o.path_of("request_body"), reads_body)?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
     }
@@ -224,6 +241,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         headers,
         shadow_headers,
         error_body,
+        request_body,
     };
     for (i, lv) in limit_values.iter().enumerate() {
         let lpath = format!("{path}.limits[{i}]");
@@ -328,7 +346,7 @@ fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) ->
 }
 
 fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
-    let o = Obj::new(v, path, &["path_prefix", "path_ignore_case", "methods", "headers"])?;
+    let o = Obj::new(v, path, &["path_prefix", "path_ignore_case", "methods", "headers", "body"])?;
     let path_prefix = o.str("path_prefix")?.map(str::to_string);
     if let Some(p) = &path_prefix {
         if !p.starts_with('/') {
@@ -363,7 +381,19 @@ fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
             headers.push((lower, value.to_string()));
         }
     }
-    Ok(Matcher { path_prefix, path_ignore_case, methods, headers })
+    let mut body = Vec::new();
+    if let Some(b) = o.value("body") {
+        let bpath = o.path_of("body");
+        let map =
+            b.as_object().ok_or_else(|| ConfigError::at(&bpath, "must be an object of JSON field path to value"))?;
+        for (field, value) in map {
+            let fpath = format!("{bpath}.{}", printable(field));
+            let field = BodyPath::parse(field).map_err(|e| ConfigError::at(&fpath, e))?;
+            let value = value.as_str().ok_or_else(|| ConfigError::at(&fpath, "must be a string"))?;
+            body.push((field, value.to_string()));
+        }
+    }
+    Ok(Matcher { path_prefix, path_ignore_case, methods, headers, body })
 }
 
 /// A header name in lower case, or `None` if it is not an HTTP token
@@ -377,8 +407,7 @@ pub fn header_name(name: &str) -> Option<String> {
 }
 
 fn parse_key_part(v: &Value, path: &str) -> Result<KeyPart> {
-    const HELP: &str =
-        "must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name> or literal:<text>";
+    const HELP: &str = "must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name>, literal:<text> or body:<JSON field path>";
     let s = v.as_str().ok_or_else(|| ConfigError::at(path, HELP))?;
     Ok(match s {
         "client_ip" => KeyPart::ClientIp,
@@ -400,6 +429,8 @@ fn parse_key_part(v: &Value, path: &str) -> Result<KeyPart> {
                     return Err(ConfigError::at(path, "needs a text of 1 to 64 characters"));
                 }
                 KeyPart::Literal(text.to_string())
+            } else if let Some(field) = s.strip_prefix("body:") {
+                KeyPart::Body(BodyPath::parse(field).map_err(|e| ConfigError::at(path, e))?)
             } else {
                 return Err(ConfigError::at(path, HELP));
             }

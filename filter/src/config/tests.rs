@@ -156,7 +156,14 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["client_ip"],"limits":[]}"#, "rules[1].limits: must hold 1 to 16 limits"),
         (r#"{"name":"login","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: \"login\" is used by an earlier rule"),
         (r#"{"name":"Api","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].name: must be 1 to 64 characters of a-z, 0-9, _ and -"),
-        (r#"{"name":"api","key":["cookie"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name> or literal:<text>"),
+        (r#"{"name":"api","key":["cookie"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: must be client_ip, path, method, authority, header:<name>, header_raw:<name>, query:<name>, literal:<text> or body:<JSON field path>"),
+        (r#"{"name":"api","key":["body:messages[0].role"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: \"messages[0].role\": keys may hold only A-Z a-z 0-9 _ -"),
+        (r#"{"name":"api","key":["body:"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: \"\" has an empty key (keys are joined by single dots)"),
+        (r#"{"name":"api","match":{"body":{"model":5}},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.body.model: must be a string"),
+        (r#"{"name":"api","match":{"body":["model"]},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.body: must be an object of JSON field path to value"),
+        (r#"{"name":"api","match":{"body":{"a..b":"x"}},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.body.a..b: \"a..b\" has an empty key (keys are joined by single dots)"),
+        (r#"{"name":"api","key":["path"],"request_body":{"max_bytes":10},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].request_body: applies to rules whose key or match reads the body (body:<path>)"),
+        (r#"{"name":"api","key":["body:model"],"request_body":{"max_bytes":9000000},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].request_body.max_bytes: must be at most 8388608"),
         (r#"{"name":"api","key":[],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key: must name at least one part"),
         (r#"{"name":"api","key":["header:bad name"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].key[0]: names an invalid header"),
         (r#"{"name":"api","match":{"path_prefix":"api"},"key":["path"],"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].match.path_prefix: must start with /"),
@@ -427,4 +434,34 @@ fn plugins_share_shared_data_only_with_the_same_domain_and_store() {
     assert_ne!(of("blog", "store", rule), scope);
     assert_ne!(of("shop", "other", rule), scope);
     assert_ne!(of("sho", "pstore", rule), of("shop", "store", rule), "fields never run together");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_rule_per_key_per_model_reads_the_body_with_its_defaults() {
+    let c = Config::parse(
+        with_api_rule(
+            r#"{"name":"api","match":{"path_prefix":"/v1/","body":{"metadata.tier":"free"}},
+                "key":["header:authorization","body:model"],"limits":[{"limit":3,"window":"1m"}]},
+               {"name":"small","key":["body:model"],"request_body":{"max_bytes":1024,"invalid":"absent"},
+                "limits":[{"limit":3,"window":"1m"}]},
+               {"name":"same","key":["body:model"],"request_body":{"max_bytes":1024,"invalid":"absent"},
+                "limits":[{"limit":3,"window":"1h"}]}"#,
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let api = &c.rules[1];
+    let model = BodyPath::parse("model").unwrap();
+    assert_eq!(api.key, [KeyPart::Header("authorization".into()), KeyPart::Body(model.clone())]);
+    assert_eq!(api.matcher.body, [(BodyPath::parse("metadata.tier").unwrap(), "free".to_string())]);
+    assert_eq!(api.request_body, Some(BodySettings::default()));
+    assert_eq!(api.identity, IdentityForm::Digest, "a body value is the client's choice");
+    assert_eq!(c.rules[0].request_body, None, "a rule reading no body waits for none");
+    let small = BodySettings { max_bytes: 1024, timeout_ms: 30_000, invalid: BodyInvalid::Absent };
+    assert_eq!(c.rules[2].request_body, Some(small));
+    assert_eq!(c.groups.len(), 3, "one key read within two bounds is two identities; the same bound, one");
+    assert_eq!(c.groups[2].rules, [2, 3]);
+    assert_eq!(c.groups[2].body, Some(small));
+    assert_eq!(c.groups[1].body, Some(BodySettings::default()));
 }

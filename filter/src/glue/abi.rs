@@ -19,6 +19,8 @@ pub const RESPONSE_HEADERS: u32 = 2;
 pub const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
 /// An HTTP call's response body, during its callback.
 pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
+/// The request body, during `on_request_body` (all of it the host buffered).
+pub const REQUEST_BODY: u32 = 0;
 /// The response body, during `on_response_body`.
 pub const RESPONSE_BODY: u32 = 1;
 /// The plugin's configuration, during `on_configure`.

@@ -12,10 +12,17 @@ use super::vm::{defer, end_context, with_vm, Deferred, Plugin};
 use crate::store::transport::Answer;
 #[cfg(feature = "redis")]
 use crate::store::StoreError;
-use crate::worker::Action;
+use crate::worker::{Action, BodyAction};
 
 const CONTINUE: u32 = 0;
 const PAUSE: u32 = 1;
+/// `FilterDataStatus::StopIterationAndBuffer`: the host keeps the chunk
+/// with those before it (Envoy: up to the connection's buffer limit, past
+/// which it answers 413 itself).
+const STOP_AND_BUFFER: u32 = 1;
+/// `FilterDataStatus::StopIterationAndWatermark`: the host keeps the chunk
+/// under flow control (it stops reading the client past its buffer limit).
+const STOP_AND_WATERMARK: u32 = 2;
 /// A context id no host hands out (ids count up from 1).
 const NO_SUCH_CONTEXT: u32 = u32::MAX - 1;
 
@@ -60,6 +67,9 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
                 log::info!("ratelimit: the host ignores proxy_set_effective_context: each request's decisions go out in its own call, the rest on the timer");
             }
             let plugin = Plugin::new(root, config, pinned);
+            if pinned && crate::worker::body_tick_ms(plugin.worker.config()).is_some() {
+                log::warn!("ratelimit: this host does not hand request bodies to the filter: rules reading the body (body:, match.body) answer 501 to every request they apply to");
+            }
             #[cfg(feature = "redis")]
             if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
@@ -79,13 +89,16 @@ pub extern "C" fn proxy_on_tick(root: u32) {
     defer(Deferred::Tick(root));
 }
 
+/// A request's headers. Pausing holds them (and, on Envoy with
+/// `allow_on_headers_stop_iteration`, lets the body come to
+/// `proxy_on_request_body` while they wait).
 #[no_mangle]
-pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, _end_of_stream: u32) -> u32 {
+pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end_of_stream: u32) -> u32 {
     let action = with_vm(|vm| {
         let root = *vm.streams.get(&context)?;
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
-        let action = worker.on_request(&host, context, &HostRequest);
+        let action = worker.on_request_headers(&host, context, &HostRequest, end_of_stream != 0);
         plugin.sync_tick(Some(context));
         Some(action)
     });
@@ -173,12 +186,30 @@ pub extern "C" fn proxy_on_delete(context: u32) {
     }
 }
 
-/// Not needed by the filter: exported for hosts that call them anyway.
+/// A chunk of the request body (`size`: all of it the host holds so far).
+/// Buffered while the request's decision waits for it; read once, whole.
 #[no_mangle]
-pub extern "C" fn proxy_on_request_body(_context: u32, _size: usize, _end_of_stream: u32) -> u32 {
-    CONTINUE
+pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end_of_stream: u32) -> u32 {
+    let action = with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        let read = |n: u64| abi::buffer(abi::REQUEST_BODY, 0, usize::try_from(n).ok()?).ok().flatten();
+        let action = worker.on_request_body(&host, context, &HostRequest, size as u64, end_of_stream != 0, read);
+        plugin.sync_tick(Some(context));
+        Some(action)
+    });
+    match action {
+        // Not a stream of ours, or one not waiting for its body.
+        Some(None | Some(BodyAction::Continue)) => CONTINUE,
+        // Busy (never expected here): hold it; a request still waiting is
+        // answered by its timeout, never let through undecided.
+        None | Some(Some(BodyAction::Buffer)) => STOP_AND_BUFFER,
+        Some(Some(BodyAction::Hold)) => STOP_AND_WATERMARK,
+    }
 }
 
+/// Not needed by the filter: exported for hosts that call them anyway.
 #[no_mangle]
 pub extern "C" fn proxy_on_request_trailers(_context: u32, _trailers: usize) -> u32 {
     CONTINUE

@@ -7,7 +7,7 @@
 mod parser;
 mod value;
 
-pub use parser::{parse, printable, JsonError, MAX_DEPTH};
+pub use parser::{parse, parse_bounded, printable, JsonError, MAX_DEPTH};
 pub use value::Value;
 
 #[cfg(test)]

@@ -30,10 +30,15 @@ impl fmt::Display for JsonError {
 /// Parses one JSON document filling all of `input` (surrounding white
 /// space allowed).
 pub fn parse(input: &[u8]) -> Result<Value, JsonError> {
+    parse_bounded(input, MAX_DEPTH)
+}
+
+/// `parse`, nested at most `max_depth` levels (the recursion is that deep).
+pub fn parse_bounded(input: &[u8], max_depth: usize) -> Result<Value, JsonError> {
     if std::str::from_utf8(input).is_err() {
         return Err(JsonError { path: String::new(), reason: "not valid JSON: not UTF-8".into() });
     }
-    let mut p = Parser { input, pos: 0, path: Vec::new(), depth: 0 };
+    let mut p = Parser { input, pos: 0, path: Vec::new(), depth: 0, max_depth };
     p.skip_ws();
     let v = p.value()?;
     p.skip_ws();
@@ -53,6 +58,7 @@ struct Parser<'a> {
     pos: usize,
     path: Vec<Segment>,
     depth: usize,
+    max_depth: usize,
 }
 
 impl Parser<'_> {
@@ -134,8 +140,8 @@ impl Parser<'_> {
     /// Counts one more open array or object.
     fn nest(&mut self) -> Result<(), JsonError> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(self.error(format!("nested deeper than {MAX_DEPTH} levels")));
+        if self.depth > self.max_depth {
+            return Err(self.error(format!("nested deeper than {} levels", self.max_depth)));
         }
         self.pos += 1;
         Ok(())

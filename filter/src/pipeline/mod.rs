@@ -5,12 +5,12 @@
 
 use crate::algorithm::Algorithm;
 use crate::breaker::{self, Gate};
-use crate::config::{Config, Cost, Counts, FailureMode, Limit, Rule};
+use crate::config::{BodyInvalid, Config, Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::DenyCache;
 use crate::error_body::Denied;
 use crate::fallback::FallbackLimit;
 use crate::fingerprint::IdentityDigest;
-use crate::identity::{identity, Identity};
+use crate::identity::{identity_within, Identity};
 use crate::keys::{cluster_slot, HashSlot};
 use crate::metrics::{Event, Metrics};
 use crate::outcome::LimitOutcome;
@@ -248,9 +248,27 @@ where
     let mut decisions = Vec::new();
     let mut known = Vec::new();
     for group in &config.groups {
-        let mut matched = group.rules.iter().copied().filter(|&r| config.rules[r].matcher.matches(req)).peekable();
-        let Some(&first) = matched.peek() else { continue };
-        let identity = match identity(&group.key, group.identity, req, config.xff_trusted_hops) {
+        let mut matched = Vec::new();
+        for &r in &group.rules {
+            let rule = &config.rules[r];
+            if !rule.matcher.matches_headers(req) {
+                continue;
+            }
+            let body = rule.request_body.unwrap_or_default();
+            match rule.matcher.body_holds(req, body.max_bytes) {
+                Ok(true) => matched.push(r),
+                Ok(false) => {}
+                // A body it cannot read: the rule's choice, never a free pass by default.
+                Err(_) if rule.shadow || body.invalid == BodyInvalid::Absent => {}
+                Err(problem) => {
+                    env.metrics.count(r, Event::BadRequest);
+                    return Start::Done(Outcome::Reply(body_refusal(&problem, &rule.name, "match.body")));
+                }
+            }
+        }
+        let Some(&first) = matched.first() else { continue };
+        let max_body = group.body.map_or(u64::MAX, |b| b.max_bytes);
+        let identity = match identity_within(&group.key, group.identity, req, config.xff_trusted_hops, max_body) {
             Identity::Key(k) => k,
             Identity::Absent => continue,
             Identity::Conflicting(part) => {
@@ -267,11 +285,18 @@ where
                     &what,
                 )));
             }
+            Identity::BodyUnreadable(part, problem) => {
+                if group.shadow || group.body.is_some_and(|b| b.invalid == BodyInvalid::Absent) {
+                    continue;
+                }
+                env.metrics.count(first, Event::BadRequest);
+                let part = part_name(&group.key[part]);
+                return Start::Done(Outcome::Reply(body_refusal(&problem, &config.rules[first].name, &part)));
+            }
         };
         let digest = IdentityDigest::of(&identity);
         let ietf = group.rules.iter().any(|&r| config.rules[r].headers.unwrap_or(config.headers).ietf);
         let partition = ietf.then(|| PartitionKey::of(&identity));
-        let matched: Vec<usize> = matched.collect();
         // A live lease first: its units are paid for, so a denial this
         // proxy cached since (the store had none left outside leases) must
         // not strand them.
@@ -617,6 +642,7 @@ impl Pending {
     }
 }
 
+mod body_refusal;
 mod leases;
 mod reads;
 mod response_fields;
@@ -627,6 +653,7 @@ mod vendor_fields;
 mod verdicts;
 
 use crate::lease::{Heat, LeasedRequest, HOT_AFTER};
+pub use body_refusal::{body_refusal, body_timeout};
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};

@@ -45,6 +45,7 @@ pub(super) fn part_name(part: &KeyPart) -> String {
         KeyPart::Method => "method".into(),
         KeyPart::Authority => "authority".into(),
         KeyPart::Literal(t) => format!("literal:{t}"),
+        KeyPart::Body(field) => format!("body:{field}"),
     }
 }
 

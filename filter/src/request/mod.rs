@@ -3,6 +3,7 @@
 //! escaped like any other before it reaches a key, a header or a log.
 
 mod authority;
+mod body;
 mod credentials;
 mod header_list;
 mod path;
@@ -10,6 +11,7 @@ mod path;
 use std::cell::OnceCell;
 
 pub use authority::canonical_authority;
+pub use body::{Body, BodyProblem, MAX_BODY_DEPTH};
 pub use credentials::{canonical_credentials, one_credential, OneCredential, AUTHORIZATION};
 pub use header_list::{members, one_line, one_member, trim_ows, HeaderList, OneValue};
 pub use path::normalize_path;
@@ -30,12 +32,24 @@ pub struct Request<'a, S: RequestSource + ?Sized> {
     headers: OnceCell<HeaderList>,
     path: OnceCell<Option<Vec<u8>>>,
     method: OnceCell<Option<Vec<u8>>>,
+    body: Option<&'a Body>,
 }
 
 impl<'a, S: RequestSource + ?Sized> Request<'a, S> {
     /// A view of the request `source` describes.
     pub fn new(source: &'a S) -> Request<'a, S> {
-        Request { source, headers: OnceCell::new(), path: OnceCell::new(), method: OnceCell::new() }
+        Request { source, headers: OnceCell::new(), path: OnceCell::new(), method: OnceCell::new(), body: None }
+    }
+
+    /// The same request with its body read.
+    pub fn with_body(source: &'a S, body: &'a Body) -> Request<'a, S> {
+        Request { body: Some(body), ..Request::new(source) }
+    }
+
+    /// The body, if it was waited for (a rule that reads the body of a
+    /// request whose body was not read cannot read it: refused, never passed).
+    pub fn body(&self) -> &Body {
+        self.body.unwrap_or(&Body::Unreadable)
     }
 
     /// The header field lines.

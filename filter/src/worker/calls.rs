@@ -153,6 +153,9 @@ impl Worker {
     pub fn tick_period_ms(&self) -> u64 {
         // Slots are renewed on the timer.
         let idle = self.config.store.stats_interval.ms().min(self.slot_tick_ms.unwrap_or(u64::MAX));
+        // Bodies are waited for on the timer (a pinned host's is set once).
+        let body = self.body_tick_ms.filter(|_| self.pinned || !self.body_waits.is_empty());
+        let idle = idle.min(body.unwrap_or(u64::MAX));
         if self.pinned {
             // Set once (such a host refuses a second period): what is not
             // a stream's own decision goes out on it.

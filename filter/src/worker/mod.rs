@@ -14,6 +14,7 @@
 //! they wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept
 //! when the host never answers).
 
+mod body_wait;
 mod calls;
 mod charges;
 mod host;
@@ -30,6 +31,7 @@ mod tests;
 use crate::id_map::IdMap;
 use crate::keys::HashSlot;
 
+pub use body_wait::{body_tick_ms, BodyAction};
 pub use host::Host;
 pub use incidents::{Incident, Incidents};
 pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
@@ -37,7 +39,7 @@ pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 use crate::config::Config;
 use crate::outcome::LimitOutcome;
 use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
-use crate::request::{Request, RequestSource};
+use crate::request::{Body, Request, RequestSource};
 use crate::response::Headers;
 use crate::store::batcher::{Batchable, Batcher};
 use crate::store::flow::Stage;
@@ -189,6 +191,12 @@ pub struct Worker {
     pinned: bool,
     /// The stream whose callback runs, when `pinned`.
     pinned_to: Option<u32>,
+    /// Requests whose decision waits for their body.
+    body_waits: IdMap<u32, body_wait::BodyWait>,
+    /// The timer period waiting bodies need (with rules reading bodies).
+    body_tick_ms: Option<u64>,
+    /// When a body that never came was last logged.
+    body_timeout_logged_ms: Option<u64>,
 }
 
 impl Worker {
@@ -196,6 +204,7 @@ impl Worker {
     /// for one `stats_interval` later).
     pub fn new(config: Config, now_ms: u64) -> Worker {
         let slot_tick_ms = slots::tick_ms(&config);
+        let body_tick_ms = body_tick_ms(&config);
         Worker {
             config,
             streams: IdMap::default(),
@@ -216,6 +225,9 @@ impl Worker {
             pinned: false,
             pinned_to: None,
             current_outcome: None,
+            body_waits: IdMap::default(),
+            body_tick_ms,
+            body_timeout_logged_ms: None,
         }
     }
 
@@ -238,14 +250,59 @@ impl Worker {
         self.pinned = true;
     }
 
-    /// A request's headers arrived on stream `stream`.
+    /// A request's headers arrived on stream `stream`, a body to follow.
     pub fn on_request<H: Host, R: RequestSource + ?Sized>(&mut self, host: &H, stream: u32, request: &R) -> Action {
+        self.on_request_headers(host, stream, request, false)
+    }
+
+    /// A request's headers arrived on stream `stream` (`end_of_stream`: no
+    /// body follows, which a rule reading the body reads as empty). When a
+    /// rule that applies reads the body, the decision waits for it
+    /// (`on_request_body`).
+    pub fn on_request_headers<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        end_of_stream: bool,
+    ) -> Action {
         let now = host.now_ms();
         self.sweep(host, now);
-        let req = Request::new(request);
+        let empty;
+        let req = match self.body_tick_ms.is_some() && end_of_stream {
+            true => {
+                empty = Body::of(b"");
+                Request::with_body(request, &empty)
+            }
+            false => Request::new(request),
+        };
+        if self.body_tick_ms.is_some() && self.pinned {
+            // NGINX never handed the body over while the headers waited:
+            // refused, never decided without it (see `body_unsupported`).
+            if let Some(reply) = self.body_unsupported(host, &req) {
+                return self.apply_now(host, stream, Outcome::Reply(reply), now);
+            }
+        }
+        if self.body_tick_ms.is_some() && !end_of_stream {
+            if let Some(wait) = self.body_wait(&req, now) {
+                self.body_waits.insert(stream, wait);
+                return Action::Pause;
+            }
+        }
+        self.decide(host, stream, &req, now)
+    }
+
+    /// Decides a request whose headers (and body, if a rule reads it) are in.
+    fn decide<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        req: &Request<'_, R>,
+        now: u64,
+    ) -> Action {
         // The instant read above: one clock hostcall a request.
-        let start = begin_request(&Self::env(&self.config, host, &self.leases), &req, || now);
-        self.ask_for_identity_encoding(host, &req);
+        let start = begin_request(&Self::env(&self.config, host, &self.leases), req, || now);
+        self.ask_for_identity_encoding(host, req);
         let pending = match start {
             Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
             Start::Wait(pending) => pending,
@@ -287,7 +344,7 @@ impl Worker {
     /// asking for compression. (An upstream that compresses anyway is
     /// decoded; see `usage_watch`.)
     fn ask_for_identity_encoding<H: Host, R: RequestSource + ?Sized>(&self, host: &H, req: &Request<'_, R>) {
-        if self.config.rules.iter().any(|r| r.reads_body() && r.matcher.matches(req)) {
+        if self.config.rules.iter().any(|r| r.reads_body() && r.matcher.matches_headers(req)) {
             host.set_request_header("accept-encoding", "identity");
         }
     }
@@ -386,6 +443,7 @@ impl Worker {
     /// charge whose usage never arrived (the stream was reset, by either
     /// side) is charged what was read or delivered (see `usage_watch`).
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
+        self.body_waits.remove(&stream);
         let Some(state) = self.streams.remove(&stream) else { return };
         let mut given_back = Vec::new();
         if let Some(pending) = &state.pending {
@@ -419,6 +477,7 @@ impl Worker {
     pub fn on_tick<H: Host>(&mut self, host: &H) {
         let now = host.now_ms();
         self.sweep(host, now);
+        self.expire_body_waits(host, now);
         self.renew_slots(host, now);
         let fill = self.fill();
         let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);

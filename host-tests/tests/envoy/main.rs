@@ -23,6 +23,7 @@ mod operators;
 mod paths;
 mod prometheus;
 mod recovery;
+mod request_bodies;
 mod sdk_errors;
 mod store_acl;
 mod store_misbehaving;

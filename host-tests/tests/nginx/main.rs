@@ -12,6 +12,7 @@ mod concurrency;
 mod failure;
 mod leases;
 mod refusal;
+mod request_bodies;
 
 /// A plugin configuration of `rules` (JSON) on webdis (its cluster is
 /// replaced by webdis's address when rendered).

@@ -522,6 +522,7 @@ fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_t
     assert_eq!(host.sent.borrow().len(), 7, "c's call, and nothing resent");
 }
 
+mod bodies;
 mod charges;
 mod leases;
 mod pinned;

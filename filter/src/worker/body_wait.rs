@@ -1,0 +1,159 @@
+//! Requests that wait for their body: a rule that applies by the headers
+//! reads the body (`body:` key parts, `match.body`), so the request's
+//! decision waits until the body is whole, past its bound, or too late.
+//! The host buffers the body meanwhile; the worker keeps only its bound
+//! and deadline, and reads it once, when it is complete.
+
+use super::{Action, Host, Worker, MIN_TICK_MS};
+use crate::config::Config;
+use crate::metrics::Event;
+use crate::pipeline::body_timeout;
+use crate::request::{Body, Request, RequestSource};
+use crate::response::{refused, LocalReply};
+
+/// How often a line about bodies that never came may be logged per worker.
+const TIMEOUT_LOG_INTERVAL_MS: u64 = 10_000;
+
+/// What the host does with a chunk of the request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyAction {
+    /// Let it (and the request, if its headers were held) through now.
+    Continue,
+    /// Keep it, with what came before, until the worker resumes or
+    /// answers the request.
+    Buffer,
+    /// Keep it under flow control (the host stops reading past its buffer
+    /// limit, never answers 413): the request's decision waits for the
+    /// store, not for its body.
+    Hold,
+}
+
+/// A request waiting for its body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyWait {
+    /// The first rule that reads it (named in the 408).
+    rule: usize,
+    /// The most bytes any of its rules reads: past them, none reads it.
+    max_bytes: u64,
+    /// The shortest timeout of its rules, and when it ends.
+    timeout_ms: u64,
+    deadline_ms: u64,
+    /// Whether any of the body arrived.
+    seen: bool,
+}
+
+/// The shortest timer period waiting bodies need: a tenth of the shortest
+/// `request_body.timeout` (a 408 comes at most that late).
+pub fn body_tick_ms(config: &Config) -> Option<u64> {
+    let shortest = config.rules.iter().filter_map(|r| r.request_body).map(|b| b.timeout_ms).min()?;
+    Some((shortest / 10).max(MIN_TICK_MS))
+}
+
+impl Worker {
+    /// What `req`'s decision must wait for, when a rule that applies by its
+    /// headers reads its body.
+    pub(super) fn body_wait<R: RequestSource + ?Sized>(&self, req: &Request<'_, R>, now: u64) -> Option<BodyWait> {
+        let mut wait: Option<BodyWait> = None;
+        for (r, rule) in self.config.rules.iter().enumerate() {
+            let Some(b) = rule.request_body else { continue };
+            if !rule.matcher.matches_headers(req) {
+                continue;
+            }
+            let deadline_ms = now.saturating_add(b.timeout_ms);
+            wait = Some(match wait {
+                None => {
+                    BodyWait { rule: r, max_bytes: b.max_bytes, timeout_ms: b.timeout_ms, deadline_ms, seen: false }
+                }
+                Some(w) => BodyWait {
+                    max_bytes: w.max_bytes.max(b.max_bytes),
+                    timeout_ms: w.timeout_ms.min(b.timeout_ms),
+                    deadline_ms: w.deadline_ms.min(deadline_ms),
+                    ..w
+                },
+            });
+        }
+        wait
+    }
+
+    /// On a host that ignores `proxy_set_effective_context` (NGINX's
+    /// ngx_wasm_module), the 501 of a request a rule reading the body
+    /// applies to: that host did not hand the body to the filter while the
+    /// headers waited, and a request can be answered only from its own
+    /// callbacks (a timeout on the timer cannot answer it).
+    pub(super) fn body_unsupported<H: Host, R: RequestSource + ?Sized>(
+        &self,
+        host: &H,
+        req: &Request<'_, R>,
+    ) -> Option<LocalReply> {
+        let wait = self.body_wait(req, 0)?;
+        let rule = self.config.rules.get(wait.rule)?;
+        host.count(wait.rule, Event::BadRequest);
+        let detail = "this host does not hand the request body to the filter: rules reading it refuse the requests they apply to";
+        Some(refused(501, "request_body_unsupported", &rule.name, detail))
+    }
+
+    /// A chunk of stream `stream`'s request body arrived: `size` bytes of
+    /// it so far, `read` hands over that many. Decided once the body is
+    /// whole or past every rule's bound (then not read at all).
+    pub fn on_request_body<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        size: u64,
+        end_of_stream: bool,
+        read: impl FnOnce(u64) -> Option<Vec<u8>>,
+    ) -> BodyAction {
+        let Some(wait) = self.body_waits.get_mut(&stream) else {
+            // A host that delivers the body while the headers wait (Envoy
+            // with allow_on_headers_stop_iteration) would let them go on a
+            // Continue: never before the decision.
+            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
+            return if deciding { BodyAction::Hold } else { BodyAction::Continue };
+        };
+        wait.seen = true;
+        let max_bytes = wait.max_bytes;
+        if size <= max_bytes && !end_of_stream {
+            return BodyAction::Buffer;
+        }
+        self.body_waits.remove(&stream);
+        let body = if size > max_bytes {
+            Body::TooLarge { len: size }
+        } else {
+            read(size).map_or(Body::Unreadable, |b| Body::of(&b))
+        };
+        let now = host.now_ms();
+        self.sweep(host, now);
+        match self.decide(host, stream, &Request::with_body(request, &body), now) {
+            Action::Continue => BodyAction::Continue,
+            Action::Pause => BodyAction::Buffer,
+        }
+    }
+
+    /// Answers 408 to each request whose body did not come in time.
+    pub(super) fn expire_body_waits<H: Host>(&mut self, host: &H, now: u64) {
+        let mut late: Vec<(u32, BodyWait)> =
+            self.body_waits.iter().filter(|(_, w)| now >= w.deadline_ms).map(|(s, w)| (*s, *w)).collect();
+        late.sort_unstable_by_key(|(stream, _)| *stream);
+        for (stream, wait) in late {
+            self.body_waits.remove(&stream);
+            self.streams.remove(&stream);
+            let Some(rule) = self.config.rules.get(wait.rule) else { continue };
+            host.count(wait.rule, Event::BadRequest);
+            host.reply(stream, &body_timeout(&rule.name, wait.timeout_ms));
+            let due = self.body_timeout_logged_ms.is_none_or(|t| now.saturating_sub(t) >= TIMEOUT_LOG_INTERVAL_MS);
+            if due {
+                self.body_timeout_logged_ms = Some(now);
+                let hint = if wait.seen {
+                    "the client sent it too slowly"
+                } else {
+                    "none of it reached the filter: a slow client, or an Envoy whose wasm filter lacks allow_on_headers_stop_iteration: true (docs/requests.md, \"The request body\")"
+                };
+                host.warn(&format!(
+                    "ratelimit: rule {}: a request body did not arrive within its {} ms and was answered 408; {hint}",
+                    rule.name, wait.timeout_ms
+                ));
+            }
+        }
+    }
+}
