@@ -19,7 +19,7 @@ fn unknown_field_zero_limit_duplicate_name_and_bad_duration_are_refused() {
     let ok = r#"{"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}"#;
     refused_with(
         &plugin_config(r#"{"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}],"burst":3}"#),
-        "rules[0].burst: unknown field (expected one of: name, match, key, limits, cost, failure_mode, fleet_size, shadow, response_headers, shadow_headers, identity, lease, error_body)",
+        "rules[0].burst: unknown field (expected one of: name, match, key, limits, cost, failure_mode, fleet_size, shadow, response_headers, shadow_headers, identity, lease, error_body, request_body)",
     );
     refused_with(
         &plugin_config(r#"{"name":"a","key":["client_ip"],"limits":[{"limit":0,"window":"1s"}]}"#),
