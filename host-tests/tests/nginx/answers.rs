@@ -4,18 +4,10 @@
 //! store call.
 
 use host_tests::nginx::NginxStack;
+use host_tests::stack::command_calls;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin;
-
-fn evalsha_calls(stack: &NginxStack) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut stack.redis.connect()).unwrap();
-    info.lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .map_or(0, |v| v.parse().unwrap())
-}
 
 #[test]
 fn a_denial_is_a_429_with_retry_after_and_the_allowed_carry_the_rate_limit_headers() {
@@ -40,10 +32,10 @@ fn a_denial_is_a_429_with_retry_after_and_the_allowed_carry_the_rate_limit_heade
     assert_eq!(denied.header("ratelimit-remaining"), Some("0"));
     // Known denied: the next denials, on either worker process, come from
     // the deny cache in shared memory, with no store call.
-    let calls = evalsha_calls(&stack);
+    let calls = command_calls(&stack.redis, "evalsha");
     for _ in 0..20 {
         assert_eq!(stack.send("GET", "/a", &[("x-user", "h")]).status, 429);
     }
-    assert_eq!(evalsha_calls(&stack), calls, "denials answered without the store");
+    assert_eq!(command_calls(&stack.redis, "evalsha"), calls, "denials answered without the store");
     assert!(!stack.nginx.workers_crashed() && !stack.nginx.store_failed(), "{}", stack.nginx.log());
 }

@@ -4,18 +4,10 @@
 
 use host_tests::http::{agent, send};
 use host_tests::nginx::NginxStack;
+use host_tests::stack::command_calls;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin;
-
-fn evalsha_calls(stack: &NginxStack) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut stack.redis.connect()).unwrap();
-    info.lines()
-        .find(|l| l.starts_with("cmdstat_evalsha:"))
-        .and_then(|l| l.split("calls=").nth(1))
-        .and_then(|v| v.split(',').next())
-        .map_or(0, |v| v.parse().unwrap())
-}
 
 #[test]
 fn a_hot_client_is_admitted_exactly_its_limit_with_fewer_store_calls_than_requests() {
@@ -28,7 +20,7 @@ fn a_hot_client_is_admitted_exactly_its_limit_with_fewer_store_calls_than_reques
     let url = format!("http://127.0.0.1:{}/x", stack.nginx.port);
     let admitted = (0..90).filter(|_| send(&a, "GET", &url, &[("x-user", "hot")]).status == 200).count();
     assert_eq!(admitted, 60, "leased units were counted before they were spent");
-    let calls = evalsha_calls(&stack);
+    let calls = command_calls(&stack.redis, "evalsha");
     assert!(calls < 60, "{calls} store calls for 90 requests of a hot client");
     assert!(!stack.nginx.workers_crashed() && !stack.nginx.store_failed(), "{}", stack.nginx.log());
 }
