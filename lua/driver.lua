@@ -26,11 +26,13 @@
 --   and offset.
 --   op u: use (consume amount if the whole decision admits);
 --   op k: check (allowed iff amount units remain; writes nothing);
---   op g: charge (add amount unconditionally, into debt if need be).
+--   op g: charge (add amount unconditionally, into debt if need be);
+--   op f: refund (a reservation's unused part: see refund.lua; its keys
+--   are those of the window the reservation went into).
 --   op r: release the stream's slot (cc only);
 --   op n: renew it (cc only).
---   A shape is request-time (u and k) or after the fact (only g, r and
---   n); g on sl and cc is refused, and cc takes amount 1 (u: 1 and the
+--   A shape is request-time (u and k) or after the fact (only g, f, r
+--   and n); g and f on sl and cc are refused, and cc takes amount 1 (u: 1 and the
 --   streams the proxy holds outside the store, counted, not written). offset
 --   (0 <= offset < window) shifts fw windows; for cc it is the stream's
 --   slot id (decimal digits, at most 20; 0 for k only); 0 elsewhere.
@@ -221,9 +223,9 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  -- After the fact if its first limit's op is g, r or n (every op must agree).
+  -- After the fact if its first limit's op is g, f, r or n (every op must agree).
   local first_op = argv[a + 2]
-  local charge, nk, at = first_op == 'g' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
+  local charge, nk, at = first_op == 'g' or first_op == 'f' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
   hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
   for i = 1, L do
     -- argv[a] is the argument before this limit's spec, op, amount, offset.
@@ -234,18 +236,18 @@ for h = 1, H do
     local so = SPEC_SLOTS * (s - 1)
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
-    local after = op == 'g' or op == 'r' or op == 'n'
+    local after = op == 'g' or op == 'f' or op == 'r' or op == 'n'
     if op ~= 'u' and op ~= 'k' and not after then
-      return bad_limit(h, i, 'op must be u, k, g, r or n')
+      return bad_limit(h, i, 'op must be u, k, g, f, r or n')
     elseif not (amount and amount * window < MAX_EXACT) then
       if amount then
         return bad_limit(h, i, 'amount times window is too large')
       end
       return bad_limit(h, i, 'amount must be a positive integer')
     elseif after ~= charge then
-      return bad_limit(h, i, 'a shape is either u and k or only g, r and n')
-    elseif op == 'g' and (c == 'sl' or c == 'cc') then
-      return bad_limit(h, i, 'g is impossible on ' .. c)
+      return bad_limit(h, i, 'a shape is either u and k or only g, f, r and n')
+    elseif (op == 'g' or op == 'f') and (c == 'sl' or c == 'cc') then
+      return bad_limit(h, i, op .. ' is impossible on ' .. c)
     elseif (op == 'r' or op == 'n') and c ~= 'cc' then
       return bad_limit(h, i, op .. ' applies to cc only')
     end
@@ -361,6 +363,10 @@ local wq = { false, false, false, false }
 -- once more, at the end: in again, its PX (a state's newest); in wrote,
 -- what was already written of a count (the end raises it by the rest).
 local val, again, wrote = {}, {}, {}
+-- Whether a refund lowered a count in this call: a sliding_window then
+-- reads its previous window's count with what the call took off it (a
+-- refund is the only write a previous window's key can get).
+local refunded = false
 -- A count held that INCRBY refused, not an integer as Redis reads one
 -- ('5.5', '007'): what Lua read it as, plus add, replaces it, with the
 -- TTL this script gives its own (px: its text).
@@ -402,7 +408,10 @@ for d = first, first + D - 1 do
       local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
       local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
       local allowed, remaining, reset, retry
-      if c == 'sw' then
+      if op == 'f' then
+        --@include refund.lua
+        k = k + (c == 'sw' and 2 or 1)
+      elseif c == 'sw' then
         --@include sliding_window.lua
         k = k + 2
       else
@@ -482,6 +491,8 @@ for key, px in pairs(again) do
       if held % TTL_CHECK + v >= TTL_CHECK and call('PTTL', key) == -1 then
         call('PEXPIRE', key, px)
       end
+    elseif v < w then
+      call('INCRBY', key, fmt('%d', v - w)) -- refunds: lowered, TTL kept
     end
   end
 end

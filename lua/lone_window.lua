@@ -15,6 +15,9 @@ local added = val[key]
 local cur = base + (added or 0)
 local prev = got[k + 1]
 prev = prev and num(prev) or 0
+if refunded then
+  prev = prev + (val[keys[k + 1]] or 0)
+end
 local room = lone_limit * lone_window - prev * lone_rest - cur * lone_window
 if room >= lone_amount * lone_window then
   cur = cur + lone_amount

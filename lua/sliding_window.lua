@@ -8,13 +8,16 @@
 -- the spec's elapsed and TTL, p1 and p2, and that TTL as PX text, p3,
 -- computed once per call;
 -- sets allowed, remaining, reset, retry; queues its writes.)
--- The previous window's key is never written in this call (every decision
--- in it has the same now, so the same window): only read from got.
+-- The previous window's key is written in this call by a refund only
+-- (every other decision in it has the same now, so the same window).
 local key = keys[k]
 local held = num(got[k]) -- nil when absent
 local base = held or 0
 local cur = base + (val[key] or 0)
 local prev = num(got[k + 1]) or 0
+if refunded then
+  prev = prev + (val[keys[k + 1]] or 0)
+end
 local elapsed, ttl = p1, p2
 -- A count held is raised by INCRBY, its TTL checked if the raise passes a
 -- multiple of TTL_CHECK (see the driver): true, else 'r'; a new one is SET.

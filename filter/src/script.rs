@@ -59,7 +59,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     /// Every file the script is made of, as `lua/` holds it.
-    const SOURCES: [(&str, &str); 11] = [
+    const SOURCES: [(&str, &str); 12] = [
         ("prelude.lua", include_str!("../../lua/prelude.lua")),
         ("clock.lua", include_str!("../../lua/clock.lua")),
         ("driver.lua", include_str!("../../lua/driver.lua")),
@@ -67,6 +67,7 @@ mod tests {
         ("sliding_window.lua", include_str!("../../lua/sliding_window.lua")),
         ("fixed_window.lua", include_str!("../../lua/fixed_window.lua")),
         ("tat.lua", include_str!("../../lua/tat.lua")),
+        ("refund.lua", include_str!("../../lua/refund.lua")),
         ("sliding_log.lua", include_str!("../../lua/sliding_log.lua")),
         ("sliding_log_write.lua", include_str!("../../lua/sliding_log_write.lua")),
         ("concurrency.lua", include_str!("../../lua/concurrency.lua")),

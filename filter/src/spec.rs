@@ -35,6 +35,11 @@ pub enum Op {
     Check(u64),
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
+    /// Give back this many units of a reservation made at `at_ms` (the
+    /// caller's clock then): window counts lose them in the window the
+    /// reservation went into (never below 0), a token bucket or GCRA
+    /// lead falls by them (never below a full bucket). Never refused.
+    Refund { amount: u64, at_ms: u64 },
     /// concurrency: take a slot with this id (unique across the fleet) for
     /// a stream, if every limit of the decision admits; the second number
     /// is the client's streams this proxy admitted from its local share
@@ -60,6 +65,7 @@ impl Op {
             Op::Use(_) => "u",
             Op::Check(_) => "k",
             Op::Charge(_) => "g",
+            Op::Refund { .. } => "f",
             Op::Take(..) => "u",
             Op::Release(_) => "r",
             Op::Renew(_) => "n",
@@ -69,7 +75,7 @@ impl Op {
     /// Its amount: the cost, the reserve or the charge.
     pub(crate) fn amount(self) -> u64 {
         match self {
-            Op::Use(a) | Op::Check(a) | Op::Charge(a) => a,
+            Op::Use(a) | Op::Check(a) | Op::Charge(a) | Op::Refund { amount: a, .. } => a,
             Op::Take(_, here) => here.saturating_add(1),
             Op::Release(_) | Op::Renew(_) => 1,
         }
@@ -86,7 +92,16 @@ impl Op {
     /// Whether the op is applied whatever the limits say (a charge, or a
     /// slot's release or renewal): a decision of such ops is never refused.
     pub fn after_the_fact(self) -> bool {
-        matches!(self, Op::Charge(_) | Op::Release(_) | Op::Renew(_))
+        matches!(self, Op::Charge(_) | Op::Refund { .. } | Op::Release(_) | Op::Renew(_))
+    }
+
+    /// The clock its keys are named from: a refund's reservation time, or
+    /// `now` for every other op.
+    pub fn keys_at(self, now_ms: u64) -> u64 {
+        match self {
+            Op::Refund { at_ms, .. } => at_ms,
+            _ => now_ms,
+        }
     }
 }
 

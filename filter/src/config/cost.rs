@@ -11,9 +11,12 @@
 //!   `"default"`), a body without usage or cut short an estimate from
 //!   what it delivered (`"bytes_per_unit"`), a stream that ended before
 //!   the response headers `default` (`"hang_up": "default"`) or `max`.
+//!   With `"reservation": {...}` (see `reservation`) the request's worst
+//!   case is taken at admission instead of checked, and settled after.
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
+use super::reservation::{self, Reservation};
 use super::rule::header_name;
 use crate::json::Value;
 use crate::usage::UsageFields;
@@ -95,6 +98,9 @@ pub enum Cost {
         /// JSON body bytes per unit of the estimate charged when no usage
         /// was read (see `worker::usage_watch`).
         bytes_per_unit: u64,
+        /// Reserve the worst case at admission and settle after (instead
+        /// of checking `reserve`).
+        reservation: Option<Reservation>,
     },
 }
 
@@ -122,7 +128,7 @@ impl Cost {
         match self {
             Cost::Fixed(c) => format!("fixed {c}"),
             Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
-            Cost::Response { source, default, max, reserve, .. } => {
+            Cost::Response { source, default, max, reserve, reservation, .. } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
                     UsageSource::Body { json, event_stream } => {
@@ -133,7 +139,8 @@ impl Cost {
                         )
                     }
                 };
-                format!("response {from} {default} {max} {reserve}")
+                let reserved = reservation.as_ref().map(Reservation::fingerprint_text).unwrap_or_default();
+                format!("response {from} {default} {max} {reserve} {reserved}")
             }
         }
     }
@@ -141,6 +148,14 @@ impl Cost {
     /// Whether the cost is known only after the response.
     pub fn after_response(&self) -> bool {
         matches!(self, Cost::Response { .. })
+    }
+
+    /// How the request's worst case is reserved, in reservation mode.
+    pub fn reservation(&self) -> Option<&Reservation> {
+        match self {
+            Cost::Response { reservation, .. } => reservation.as_ref(),
+            _ => None,
+        }
     }
 }
 
@@ -196,6 +211,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "unreadable",
             "hang_up",
             "bytes_per_unit",
+            "reservation",
         ],
     )?;
     let sources = ["request_header", "response_header", "response_body"];
@@ -214,8 +230,9 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
     if *source == "request_header" {
-        if let Some(field) =
-            ["reserve", "unreadable", "hang_up", "bytes_per_unit"].into_iter().find(|f| o.value(f).is_some())
+        if let Some(field) = ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation"]
+            .into_iter()
+            .find(|f| o.value(f).is_some())
         {
             return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
         }
@@ -251,5 +268,15 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         return Err(ConfigError::at(&o.path_of("bytes_per_unit"), "applies to a response_body cost only"));
     }
     let bytes_per_unit = o.uint("bytes_per_unit", 1, 1_000_000)?.unwrap_or(BYTES_PER_UNIT);
-    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit })
+    let reservation = match o.value("reservation") {
+        None => None,
+        Some(_) if o.value("reserve").is_some() => {
+            return Err(ConfigError::at(
+                &o.path_of("reserve"),
+                "applies to the check-then-charge mode only: a reservation takes the request's worst case",
+            ))
+        }
+        Some(v) => Some(reservation::parse(v, &o.path_of("reservation"), max)?),
+    };
+    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit, reservation })
 }

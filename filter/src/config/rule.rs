@@ -217,7 +217,8 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let headers = o.value("response_headers").map(|v| parse_style(v, &o.path_of("response_headers"))).transpose()?;
     let shadow_headers = o.bool("shadow_headers")?.unwrap_or(false);
     let error_body = super::error_body::parse(o.str("error_body")?, &o.path_of("error_body"))?;
-    let reads_body = !matcher.body.is_empty() || key.iter().any(|p| matches!(p, KeyPart::Body(_)));
+    let reads_body =
+        !matcher.body.is_empty() || key.iter().any(|p| matches!(p, KeyPart::Body(_))) || cost.reservation().is_some();
     let request_body = super::request_body::parse(o.value("request_body"), &o.path_of("request_body"), reads_body)?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
@@ -307,7 +308,10 @@ fn check_lease(rule: &Rule, lease: LeaseSettings, path: &str) -> Result<LeaseSet
 
 /// What a limit must satisfy given its rule's cost and failure policy.
 fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) -> Result<()> {
-    let amount = rule.request_amount(limit);
+    // A reservation is the request's own: one past the capacity is refused
+    // as never fitting (429 without a wait), not a configuration error.
+    let reserving = rule.cost.reservation().is_some();
+    let amount = if reserving { 1 } else { rule.request_amount(limit) };
     let capacity = limit.capacity();
     let after_response = limit.counts == Counts::Cost && rule.cost.after_response();
     if amount > capacity && limit.counts == Counts::Cost {

@@ -290,6 +290,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
             unreadable: Unreadable::Max,
             hang_up: HangUp::Max,
             bytes_per_unit: BYTES_PER_UNIT,
+            reservation: None,
         }
     );
     assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));

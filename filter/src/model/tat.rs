@@ -27,6 +27,12 @@ impl TatState {
         let mut ahead =
             self.last.map_or(0, |(at, ahead)| (ahead - i128::from(now.saturating_sub(at)) * limit).clamp(0, cap));
         let mut amount = i128::from(op.amount());
+        if let Op::Refund { .. } = op {
+            // Written only if there was a lead to lower.
+            let next =
+                if ahead > 0 { TatState { last: Some((now, (ahead - amount * window).max(0))) } } else { self.clone() };
+            return (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next);
+        }
         let mut next = self.clone();
         if let Op::Charge(_) = op {
             ahead = (ahead + amount * window).min(cap);

@@ -27,8 +27,20 @@ impl WindowCounts {
         next
     }
 
+    /// A refund: the count of the window `at_ms` fell in (shifted by
+    /// `offset` ms) loses `amount`, never going below 0.
+    fn refund(&self, spec: &LimitSpec, at_ms: u64, amount: u64, offset: u64) -> (LimitOutcome, WindowCounts) {
+        let index = at_ms.saturating_add(offset) / spec.window_ms.max(1);
+        let count = self.count(Some(index));
+        let next = if count > 0 { self.with(index, (count - i128::from(amount)).max(0)) } else { self.clone() };
+        (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next)
+    }
+
     /// fixed_window at `now`, its windows shifted by `offset` ms.
     pub fn fixed(&self, spec: &LimitSpec, now: u64, op: Op, offset: u64) -> (LimitOutcome, WindowCounts) {
+        if let Op::Refund { amount, at_ms } = op {
+            return self.refund(spec, at_ms, amount, offset);
+        }
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let shifted = i128::from(now) + i128::from(offset);
         let index = u64::try_from(shifted / window).unwrap_or(u64::MAX);
@@ -54,6 +66,9 @@ impl WindowCounts {
 
     /// sliding_window at `now`.
     pub fn sliding(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, WindowCounts) {
+        if let Op::Refund { amount, at_ms } = op {
+            return self.refund(spec, at_ms, amount, 0);
+        }
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let index = now / spec.window_ms.max(1);
         let elapsed = i128::from(now % spec.window_ms.max(1));

@@ -19,6 +19,9 @@ pub fn body_refusal(problem: &BodyProblem, rule: &str, part: &str) -> LocalReply
         BodyProblem::NotText => {
             refused(400, "bad_request_body", rule, &format!("{part} must be a string or an integer"))
         }
+        BodyProblem::NotCount => {
+            refused(400, "bad_request_body", rule, &format!("{part} must be a non-negative integer"))
+        }
         BodyProblem::Unreadable => refused(400, "bad_request_body", rule, "the request body could not be read"),
     }
 }

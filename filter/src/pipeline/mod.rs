@@ -64,6 +64,19 @@ pub struct Charge {
     pub limits: Vec<(usize, Option<u64>)>,
     /// The identity's digest (deny cache and fallback fingerprints).
     pub digest: IdentityDigest,
+    /// What the store reserved for it at admission (reservation mode),
+    /// to settle: `None` when nothing was (the check-then-charge mode, or
+    /// a request the local fallback admitted while the store failed).
+    pub reserved: Option<Reserved>,
+}
+
+/// A reservation the store took for one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserved {
+    /// Units taken from each limit counting cost.
+    pub units: u64,
+    /// The clock the store took them on (their windows' keys).
+    pub at_ms: u64,
 }
 
 /// A concurrency slot a stream holds until it ends: in the store (released
@@ -160,9 +173,34 @@ pub struct PlannedDecision {
     /// Its lease, when its rules take leases (none was live here).
     pub lease: Option<LeaseCandidate>,
     result: Option<Result<Vec<LimitOutcome>, StoreError>>,
+    /// The clock the store decided it on (its keys' windows): where a
+    /// reservation it took is given back.
+    clock_ms: Option<u64>,
 }
 
 impl PlannedDecision {
+    /// What the store reserved for rule `r` (in reservation mode) if it
+    /// admitted this decision.
+    fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
+        rule.cost.reservation()?;
+        let at_ms = self.clock_ms?;
+        if !matches!(&self.result, Some(Ok(outcomes)) if outcomes.iter().all(|o| o.allowed)) {
+            return None;
+        }
+        let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
+        let units = self.limits.iter().filter(|l| l.rule == r).find(cost)?.op.amount();
+        Some(Reserved { units, at_ms })
+    }
+
+    /// The units limit `i` of rule `r` asks of the store: the request's
+    /// own reservation, or what every request of the rule asks.
+    fn amount(&self, r: usize, i: usize, rule: &Rule, l: &Limit) -> u64 {
+        match self.limits.iter().find(|p| p.rule == r && p.limit == i) {
+            Some(p) if rule.cost.reservation().is_some() && l.counts == Counts::Cost => p.op.amount(),
+            _ => rule.request_amount(l),
+        }
+    }
+
     /// The slots it takes in the store if it is admitted (`local`: or in
     /// the local share, when its store failed).
     pub fn takes(&self, local: bool) -> impl Iterator<Item = Hold> + '_ {
@@ -328,6 +366,17 @@ where
                         return Start::Done(Outcome::Reply(bad_request("bad_request_cost", &rule.name, &what)));
                     }
                 },
+                Cost::Response { reservation: Some(reservation), max, .. } => {
+                    let settings = rule.request_body.unwrap_or_default();
+                    match reservation::worst_case(req.body(), reservation, *max, settings) {
+                        Ok(units) => units,
+                        Err(_) if rule.shadow => continue,
+                        Err((problem, part)) => {
+                            env.metrics.count(r, Event::BadRequest);
+                            return Start::Done(Outcome::Reply(body_refusal(&problem, &rule.name, &part)));
+                        }
+                    }
+                }
                 other => other.max_at_request(),
             };
             let cached = if config.deny_cache.enabled {
@@ -357,7 +406,17 @@ where
         // them was dropped: the candidate is the decision's.
         let lease = lease.filter(|_| rules == matched);
         let slot = cluster_slot(&identity);
-        decisions.push(PlannedDecision { rules, identity, limits, slot, digest, partition, lease, result: None });
+        decisions.push(PlannedDecision {
+            rules,
+            identity,
+            limits,
+            slot,
+            digest,
+            partition,
+            lease,
+            result: None,
+            clock_ms: None,
+        });
     }
     if decisions.is_empty() && known.is_empty() {
         return Start::Done(Outcome::Continue(Vec::new(), Vec::new(), Vec::new()));
@@ -380,14 +439,15 @@ where
 }
 
 /// What the limits of rule `r` do for a request of `cost` (a cost known
-/// after the response is only checked against the reserve now); a
+/// after the response is only checked against the reserve now, unless it
+/// is reserved: then `cost` is the request's worst case); a
 /// concurrency limit takes a slot whose id comes from `random`.
 fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, digest: &IdentityDigest, random: u64) {
     for (i, l) in rule.limits.iter().enumerate() {
         let op = match (l.counts, &rule.cost) {
             _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i), 0),
             (Counts::Requests, _) => Op::Use(1),
-            (Counts::Cost, Cost::Response { reserve, .. }) => Op::Check(*reserve),
+            (Counts::Cost, Cost::Response { reservation: None, reserve, .. }) => Op::Check(*reserve),
             (Counts::Cost, _) => Op::Use(cost),
         };
         let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));
@@ -469,6 +529,14 @@ impl Pending {
     /// order); the outcome once every decision is in. A decision whose
     /// result is already in is ignored. (The breakers are the caller's: a
     /// store call that carried many decisions counts once.)
+    /// Decision `index` is decided in a call on `clock_ms` (the caller's
+    /// clock the call carries).
+    pub fn decided_on(&mut self, index: usize, clock_ms: u64) {
+        if let Some(d) = self.decisions.get_mut(index) {
+            d.clock_ms = Some(clock_ms);
+        }
+    }
+
     pub fn on_reply<S, M>(
         &mut self,
         env: &Env<'_, S, M>,
@@ -635,7 +703,14 @@ impl Pending {
                     .filter(|l| l.rule == r && rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost))
                     .map(|l| (l.limit, l.offset_ms))
                     .collect();
-                out.push(Charge { rule: r, identity: d.identity.clone(), slot: d.slot, limits, digest: d.digest });
+                out.push(Charge {
+                    rule: r,
+                    identity: d.identity.clone(),
+                    slot: d.slot,
+                    limits,
+                    digest: d.digest,
+                    reserved: d.reserved(r, rule),
+                });
             }
         }
         out
@@ -645,6 +720,7 @@ impl Pending {
 mod body_refusal;
 mod leases;
 mod reads;
+mod reservation;
 mod response_fields;
 #[cfg(test)]
 mod tests;

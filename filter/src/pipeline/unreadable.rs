@@ -45,6 +45,7 @@ where
             partition: None,
             lease: None,
             result: Some(Err(StoreError::RequestUnreadable)),
+            clock_ms: None,
         });
     }
     Pending { now_ms, decisions, known: Vec::new(), stranded: Vec::new() }.finish(env)

@@ -93,8 +93,12 @@ impl Pending {
             env.metrics.count(r, Event::FailClosed);
             return Verdict::FailClosed;
         }
-        let limits: Vec<FallbackLimit> =
-            rule.limits.iter().map(|l| fallback_limit(rule, l, &d.digest, rule.request_amount(l))).collect();
+        let limits: Vec<FallbackLimit> = rule
+            .limits
+            .iter()
+            .enumerate()
+            .map(|(i, l)| fallback_limit(rule, l, &d.digest, d.amount(r, i, rule, l)))
+            .collect();
         let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
         let shown: Vec<Shown> = limits
             .iter()

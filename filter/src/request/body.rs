@@ -32,6 +32,8 @@ pub enum BodyProblem {
     Missing,
     /// The field is neither a string nor an integer.
     NotText,
+    /// The field is no non-negative integer (an output bound).
+    NotCount,
     /// The host could not hand the body over.
     Unreadable,
 }
@@ -47,17 +49,42 @@ impl Body {
         Body::Read { len: bytes.len() as u64, doc }
     }
 
+    /// The body's length in bytes, for a rule reading at most `max_bytes`.
+    pub fn len_within(&self, max_bytes: u64) -> Result<u64, BodyProblem> {
+        match self {
+            Body::Read { len, .. } if *len <= max_bytes => Ok(*len),
+            Body::Unreadable => Err(BodyProblem::Unreadable),
+            _ => Err(BodyProblem::TooLarge(max_bytes)),
+        }
+    }
+
+    /// The non-negative integer at `keys` (`None`: absent or `null`), for
+    /// a rule reading at most `max_bytes`.
+    pub fn count(&self, keys: &[String], max_bytes: u64) -> Result<Option<u64>, BodyProblem> {
+        let doc = self.document(max_bytes)?;
+        match keys.iter().try_fold(doc, |v, k| v.get(k)).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(Value::Number(Some(i), _)) => u64::try_from(*i).map(Some).map_err(|_| BodyProblem::NotCount),
+            Some(_) => Err(BodyProblem::NotCount),
+        }
+    }
+
+    /// The document, for a rule reading at most `max_bytes`.
+    fn document(&self, max_bytes: u64) -> Result<&Value, BodyProblem> {
+        match self {
+            Body::TooLarge { .. } => Err(BodyProblem::TooLarge(max_bytes)),
+            Body::Unreadable => Err(BodyProblem::Unreadable),
+            Body::Read { len, .. } if *len > max_bytes => Err(BodyProblem::TooLarge(max_bytes)),
+            Body::Read { doc: Err(why), .. } => Err(BodyProblem::NotJson(why.clone())),
+            Body::Read { doc: Ok(doc), .. } => Ok(doc),
+        }
+    }
+
     /// The text of the field at `keys` for a rule reading at most
     /// `max_bytes`: a string's bytes (escapes decoded: `"gpt\u002d4o"` is
     /// `gpt-4o`), an integer's decimal text.
     pub fn field(&self, keys: &[String], max_bytes: u64) -> Result<Cow<'_, [u8]>, BodyProblem> {
-        let doc = match self {
-            Body::TooLarge { .. } => return Err(BodyProblem::TooLarge(max_bytes)),
-            Body::Unreadable => return Err(BodyProblem::Unreadable),
-            Body::Read { len, .. } if *len > max_bytes => return Err(BodyProblem::TooLarge(max_bytes)),
-            Body::Read { doc: Err(why), .. } => return Err(BodyProblem::NotJson(why.clone())),
-            Body::Read { doc: Ok(doc), .. } => doc,
-        };
+        let doc = self.document(max_bytes)?;
         let value = keys.iter().try_fold(doc, |v, k| v.get(k)).filter(|v| !v.is_null());
         match value {
             None => Err(BodyProblem::Missing),

@@ -72,6 +72,8 @@ pub struct ScriptCall {
     bounds: Vec<Bounds>,
     /// Per decision, its number of limits.
     sizes: Vec<usize>,
+    /// The caller's clock it decides on (windows' keys are named from it).
+    pub now_ms: u64,
 }
 
 impl ScriptCall {
@@ -95,6 +97,7 @@ impl ScriptCall {
             args: Vec::new(),
             bounds: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
+            now_ms,
         };
         let mut args = Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4);
         args.push(now_ms.to_string());
@@ -119,7 +122,7 @@ impl ScriptCall {
                 shape.push(l.op.amount().to_string());
                 // The offset argument: a concurrency slot's id, or the offset.
                 shape.push(l.op.slot_id().map(|s| s.0).or(l.offset_ms).unwrap_or(0).to_string());
-                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, now_ms);
+                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now_ms));
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
             call.sizes.push(d.limits.len());
@@ -232,8 +235,9 @@ impl Bounds {
             Algorithm::Concurrency => (spec.limit, spec.window_ms.max(CC_RETRY_MS)),
         };
         let longest_ms = longest.min(TOP);
-        let never_fits = !matches!(op, Op::Charge(_)) && op.amount() > capacity;
-        let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_));
+        let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. }) && op.amount() > capacity;
+        // A refund is reported as 1 0 0 0, like a kept slot.
+        let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
         Bounds { capacity, longest_ms, never_fits, slot_kept }
     }
 

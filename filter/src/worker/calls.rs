@@ -33,11 +33,15 @@ impl Worker {
             }
             Owner::Charge(id) => {
                 let c = self.charges.get(&id)?;
+                let op = match c.refund_at {
+                    None => Op::Charge(c.amount),
+                    Some(at_ms) => Op::Refund { amount: c.amount, at_ms },
+                };
                 let limits = c
                     .charge
                     .limits
                     .iter()
-                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, Op::Charge(c.amount), offset))
+                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, op, offset))
                     .collect();
                 Some((limits, &c.charge.identity, c.charge.slot))
             }
@@ -290,6 +294,7 @@ impl Worker {
                     if let Err(e) = &result {
                         self.log_store_error(host, e, now);
                     }
+                    self.decided_on(owner, flight.call.now_ms);
                     self.deliver(host, owner, result, at);
                 }
             }

@@ -23,17 +23,38 @@ use crate::store::StoreError;
 #[derive(Debug)]
 pub(super) struct PendingCharge {
     pub(super) charge: Charge,
-    /// Units to charge: the sum of the responses merged into it.
+    /// Units to charge (or give back): the sum of the responses merged
+    /// into it.
     pub(super) amount: u64,
     /// Responses merged into it.
     pub(super) responses: u64,
+    /// A refund of reservations taken on this clock (`None`: a charge).
+    pub(super) refund_at: Option<u64>,
 }
 
-/// The charges still waiting in the queue (not yet in a call), per rule
-/// and identity: the entry a new charge of that client merges into. A
+/// The charges still waiting in the queue (not yet in a call), per rule,
+/// identity and kind: the entry a new one of that client merges into. A
 /// B-tree: its cost never depends on how identities hash.
 #[derive(Debug, Default)]
-pub(super) struct Waiting(BTreeMap<(usize, String), u64>);
+pub(super) struct Waiting(BTreeMap<(usize, String, Kind), u64>);
+
+/// What a waiting entry does: charge, or give back reservations taken in
+/// these windows (one index per limit charged: refunds merge only when
+/// each goes back into the same window).
+type Kind = Option<Vec<u64>>;
+
+/// The windows a refund of reservations taken at `at_ms` goes back into.
+fn refund_windows(rule: &Rule, limits: &[(usize, Option<u64>)], at_ms: u64) -> Vec<u64> {
+    limits
+        .iter()
+        .map(|&(i, offset)| match rule.limits.get(i) {
+            Some(l) if l.spec.algorithm.windowed() => {
+                at_ms.saturating_add(offset.unwrap_or(0)) / l.spec.window_ms.max(1)
+            }
+            _ => 0,
+        })
+        .collect()
+}
 
 /// The largest amount one charge may carry on `rule`'s limits counting
 /// cost: the script refuses an amount whose product with the window
@@ -61,12 +82,22 @@ impl Worker {
                 }
             }
         }
+        if units > 0 {
+            host.count_by(charge.rule, Event::ChargedUnits, units);
+        }
+        // A reservation is settled: what the response used past it is
+        // charged now, what it left is given back to its windows.
+        let (units, refund_at) = match charge.reserved {
+            None => (units, None),
+            Some(r) if units >= r.units => (units - r.units, None),
+            Some(r) => (r.units - units, Some(r.at_ms)),
+        };
         if units == 0 || charge.limits.is_empty() {
             return;
         }
-        host.count_by(charge.rule, Event::ChargedUnits, units);
         let most = max_amount(rule);
-        let key = (charge.rule, charge.identity);
+        let kind = refund_at.map(|at| refund_windows(rule, &charge.limits, at));
+        let key = (charge.rule, charge.identity, kind);
         if let Some(p) = self.waiting.0.get(&key).and_then(|id| self.charges.get_mut(id)) {
             if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
                 p.amount = sum;
@@ -76,7 +107,7 @@ impl Worker {
         }
         let charge = Charge { identity: key.1.clone(), ..charge };
         let now = host.now_ms();
-        let pending = PendingCharge { charge, amount: units, responses: 1 };
+        let pending = PendingCharge { charge, amount: units, responses: 1, refund_at };
         if self.charges.len() >= MAX_CHARGES {
             self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
             return;
@@ -96,7 +127,10 @@ impl Worker {
     /// of its client start a new entry.
     pub(super) fn charge_leaves_queue(&mut self, id: u64) {
         let Some(c) = self.charges.get(&id) else { return };
-        let key = (c.charge.rule, c.charge.identity.clone());
+        let kind = c
+            .refund_at
+            .and_then(|at| self.config.rules.get(c.charge.rule).map(|rule| refund_windows(rule, &c.charge.limits, at)));
+        let key = (c.charge.rule, c.charge.identity.clone(), kind);
         if self.waiting.0.get(&key) == Some(&id) {
             self.waiting.0.remove(&key);
         }
@@ -134,6 +168,15 @@ impl Worker {
                         };
                         cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
                     }
+                }
+            }
+            // A refund the store did not take leaves the client charged its
+            // worst case: it pays more, never less, and nothing is spent here.
+            Err(e) if c.refund_at.is_some() => {
+                let reason = e.to_string();
+                let now = host.now_ms();
+                if let Some(line) = self.incidents.record(Incident::LostRefund, now, c.responses, c.amount, &reason) {
+                    host.warn(&line);
                 }
             }
             Err(e) => {

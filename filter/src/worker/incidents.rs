@@ -18,11 +18,18 @@ pub enum Incident {
     Overloaded,
     /// A response's usage could not be read: it was charged as unreadable.
     UnreadableUsage,
+    /// A reservation's unused part could not be given back.
+    LostRefund,
 }
 
 impl Incident {
-    const ALL: [Incident; 4] =
-        [Incident::StoreError, Incident::LostCharge, Incident::Overloaded, Incident::UnreadableUsage];
+    const ALL: [Incident; 5] = [
+        Incident::StoreError,
+        Incident::LostCharge,
+        Incident::Overloaded,
+        Incident::UnreadableUsage,
+        Incident::LostRefund,
+    ];
 }
 
 #[derive(Debug, Default)]
@@ -37,7 +44,7 @@ struct Tally {
 /// The tallies of one worker.
 #[derive(Debug, Default)]
 pub struct Incidents {
-    tallies: [Tally; 4],
+    tallies: [Tally; 5],
 }
 
 impl Incidents {
@@ -89,6 +96,9 @@ impl Incidents {
             ),
             Incident::UnreadableUsage => format!(
                 "ratelimit: the usage of {n} responses could not be read since the last such line ({reason}); they were charged {units} units"
+            ),
+            Incident::LostRefund => format!(
+                "ratelimit: {n} refunds ({units} units) of reservations could not be stored since the last such line ({reason}); those clients stay charged their worst case"
             ),
         }
     }

@@ -375,6 +375,16 @@ impl Worker {
 
     /// Gives one decision its result (`at`: the instant the store decided
     /// it); carries out the request's outcome once all its decisions are in.
+    /// A stream's decision was decided on `clock_ms`: kept with it, for
+    /// the reservation it may settle.
+    fn decided_on(&mut self, owner: Owner, clock_ms: u64) {
+        if let Owner::Stream { stream, decision } = owner {
+            if let Some(p) = self.streams.get_mut(&stream).and_then(|s| s.pending.as_mut()) {
+                p.decided_on(decision, clock_ms);
+            }
+        }
+    }
+
     fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<LimitOutcome>, StoreError>, at: u64) {
         let (stream, decision) = match owner {
             Owner::Stream { stream, decision } => (stream, decision),

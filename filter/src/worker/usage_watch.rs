@@ -301,6 +301,7 @@ mod tests {
             unreadable,
             hang_up,
             bytes_per_unit: 4,
+            reservation: None,
         }
     }
 

@@ -64,8 +64,8 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (21, "0", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "3", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "1.5", "shape 2 limit 1: spec must be an index into the specs"),
-        (22, "x", "shape 2 limit 1: op must be u, k, g, r or n"),
-        (22, "U", "shape 2 limit 1: op must be u, k, g, r or n"),
+        (22, "x", "shape 2 limit 1: op must be u, k, g, f, r or n"),
+        (22, "U", "shape 2 limit 1: op must be u, k, g, f, r or n"),
         (23, "nan", "shape 2 limit 1: amount must be a positive integer"),
         (23, "inf", "shape 2 limit 1: amount must be a positive integer"),
         (23, "-inf", "shape 2 limit 1: amount must be a positive integer"),
@@ -80,7 +80,7 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (24, "nan", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
         (24, "5", "shape 2 limit 1: offset applies to fw only"),
         (15, "5", "shape 1 limit 1: offset applies to fw only"),
-        (17, "g", "shape 1 limit 2: a shape is either u and k or only g, r and n"),
+        (17, "g", "shape 1 limit 2: a shape is either u and k or only g, f, r and n"),
         (25, "0", "the decision count must be an integer from 1 to 256"),
         (25, "257", "the decision count must be an integer from 1 to 256"),
         (25, "3", "expected 29 arguments for these decisions"),
@@ -125,12 +125,14 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
         refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, r and n"), "{mixed}");
+    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
     let mixed = refuse(&mut f, &[limit(fw, Op::Charge(1)), limit(fw, Op::Check(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, r and n"), "{mixed}");
+    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
     let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
     let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
     assert!(on_log.contains("ratelimit: shape 1 limit 1: g is impossible on sl"), "{on_log}");
+    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at_ms: T0 })]);
+    assert!(refund_log.contains("ratelimit: shape 1 limit 1: f is impossible on sl"), "{refund_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
     let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
     assert!(too_big.contains("ratelimit: spec 1: sliding_log limit is at most 10000"), "{too_big}");
@@ -152,7 +154,7 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let charge_cc = refuse(&mut f, &[limit(cc, Op::Charge(1))]);
     assert!(charge_cc.contains("ratelimit: shape 1 limit 1: g is impossible on cc"), "{charge_cc}");
     let mixed = refuse(&mut f, &[limit(cc, Op::Take(SlotId(7), 0)), limit(fw, Op::Charge(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, r and n"), "{mixed}");
+    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
     let two = refuse(&mut f, &[limit(cc, Op::Check(2))]);
     assert!(
         two.contains("ratelimit: shape 1 limit 1: cc takes amount 1 (u: 1 and the streams held outside the store)"),

@@ -140,3 +140,58 @@ fn sliding_log_checks() {
         ],
     );
 }
+
+/// A refund (`f`) of a reservation at T0 + `at`.
+fn f(amount: u64, at: u64) -> Op {
+    Op::Refund { amount, at_ms: T0 + at }
+}
+
+#[test]
+fn sliding_window_refunds_go_back_into_the_reservations_window() {
+    run(
+        spec(SlidingWindow, 10, 1000, 10),
+        &[
+            (100, U(8), (true, 2, 1900, 0)), // a reservation of 8
+            (200, f(5, 100), (true, 0, 0, 0)),
+            (200, K(5), (true, 7, 1800, 0)),  // it cost 3
+            (1100, U(4), (true, 3, 1900, 0)), // 3 x 0.9 + 4 = 6.7
+            // Into the previous window, whose count now weighs 0.8: 1 x 0.8 + 4.
+            (1200, f(2, 100), (true, 0, 0, 0)),
+            (1200, K(6), (false, 5, 1800, 800)), // the next window: 4 x (1 - f) + 6 <= 10 at once
+            (1200, K(5), (true, 5, 1800, 0)),
+            (1200, f(100, 1100), (true, 0, 0, 0)), // never below 0
+            (1200, K(9), (true, 9, 800, 0)),
+            (3500, f(5, 100), (true, 0, 0, 0)), // its window is gone: nothing
+            (3500, K(10), (true, 10, 0, 0)),
+        ],
+    );
+}
+
+#[test]
+fn fixed_window_refunds_go_back_into_the_reservations_window() {
+    run(
+        spec(FixedWindow, 10, 1000, 10),
+        &[
+            (100, U(8), (true, 2, 900, 0)),
+            (900, f(6, 100), (true, 0, 0, 0)),
+            (900, K(8), (true, 8, 100, 0)),
+            (1000, U(10), (true, 0, 1000, 0)),
+            (1500, f(2, 900), (true, 0, 0, 0)), // the previous window's key is gone
+            (1500, K(1), (false, 0, 500, 500)),
+        ],
+    );
+}
+
+#[test]
+fn token_bucket_refunds_lower_the_lead_never_past_a_full_bucket() {
+    run(
+        spec(TokenBucket, 10, 1000, 10),
+        &[
+            (0, U(8), (true, 2, 800, 0)),
+            (100, f(5, 0), (true, 0, 0, 0)), // 7 missing after 100 ms, 2 after the refund
+            (100, K(8), (true, 8, 200, 0)),
+            (100, f(100, 0), (true, 0, 0, 0)),
+            (100, K(10), (true, 10, 0, 0)),
+        ],
+    );
+}

@@ -1,4 +1,4 @@
-//! Random batches of uses, checks and charges, for two clients sharing
+//! Random batches of uses, checks, charges and refunds, for two clients sharing
 //! their limits' specs: the script agrees with the Rust model decision by
 //! decision, and every key it writes has a TTL no longer than needed.
 //!
@@ -69,10 +69,11 @@ fn capacity(spec: &LimitSpec) -> u64 {
     }
 }
 
-/// The limits of one decision: a charge of each chosen limit but the
-/// sliding logs, or a use or check of each, amounts up to one past the
-/// capacity (a charge up to twice it).
-fn plan(limits: &[Limit], raw: &RawDecision) -> Vec<LimitCall<'static>> {
+/// The limits of one decision: a charge or a refund of each chosen limit
+/// but the sliding logs, or a use or check of each, amounts up to one past
+/// the capacity (a charge or refund up to twice it; a refund of a
+/// reservation taken up to two windows before `now`).
+fn plan(limits: &[Limit], raw: &RawDecision, now: u64) -> Vec<LimitCall<'static>> {
     let &(_, charge, mask, ops, seeds, shift) = raw;
     let mut calls = Vec::new();
     for (i, l) in limits.iter().enumerate() {
@@ -81,6 +82,10 @@ fn plan(limits: &[Limit], raw: &RawDecision) -> Vec<LimitCall<'static>> {
         }
         let cap = capacity(&l.spec);
         let op = match (charge, ops[i]) {
+            (true, 0) => {
+                let at_ms = now - (seeds[i] >> 20) % (2 * l.spec.window_ms.min(1 << 40));
+                Op::Refund { amount: 1 + seeds[i] % (2 * cap), at_ms }
+            }
             (true, _) => Op::Charge(1 + seeds[i] % (2 * cap)),
             (false, 0) => Op::Check(1 + seeds[i] % (cap + 1)),
             (false, _) => Op::Use(1 + seeds[i] % (cap + 1)),
@@ -104,7 +109,7 @@ proptest! {
         let mut now = T0;
         for (i, (advance, raw)) in steps.iter().enumerate() {
             now += advance;
-            let plans: Vec<Vec<LimitCall>> = raw.iter().map(|r| plan(&limits, r)).collect();
+            let plans: Vec<Vec<LimitCall>> = raw.iter().map(|r| plan(&limits, r, now)).collect();
             let batch: Vec<DecisionCall> = raw
                 .iter()
                 .zip(&plans)
