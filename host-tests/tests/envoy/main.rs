@@ -24,6 +24,7 @@ mod paths;
 mod prometheus;
 mod recovery;
 mod request_bodies;
+mod reservations;
 mod sdk_errors;
 mod store_acl;
 mod store_misbehaving;

@@ -526,5 +526,6 @@ mod bodies;
 mod charges;
 mod leases;
 mod pinned;
+mod reservations;
 mod slots;
 mod usage;

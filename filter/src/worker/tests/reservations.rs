@@ -1,0 +1,88 @@
+//! Reservation mode: a request takes its worst case at admission and the
+//! response settles it: what it used past it is charged, what it left is
+//! given back into the window it was taken from.
+
+use super::*;
+
+/// 100 output tokens unless the body says, plus one per body byte.
+const RESERVED: &str = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+    "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
+    "limits":[{"algorithm":"fixed_window","limit":100000,"window":"1h"}]}"#;
+
+/// A response reporting `usage` in `x-usage`.
+struct Usage(&'static str);
+
+impl ResponseSource for Usage {
+    fn header(&self, name: &str) -> Option<Vec<u8>> {
+        (name == "x-usage").then(|| self.0.as_bytes().to_vec())
+    }
+}
+
+fn chat() -> FakeRequest {
+    FakeRequest::new("POST", "/v1/chat/completions").with("x-user", "a")
+}
+
+/// Stream `s` sends `body` whole and is admitted by the store's call `call`.
+fn admit(w: &mut Worker, host: &FakeHost, s: u32, body: &'static [u8], call: usize) {
+    assert_eq!(w.on_request_headers(host, s, &chat(), false), Action::Pause);
+    let read = |n: u64| Some(body[..n as usize].to_vec());
+    assert_eq!(w.on_request_body(host, s, &chat(), body.len() as u64, true, read), BodyAction::Buffer);
+    w.on_answer(host, host.token(call), ints(&ALLOW));
+    assert_eq!(host.resumed.borrow().last(), Some(&s));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_worst_case_is_reserved_and_the_response_settles_it() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let body = br#"{"max_tokens":50}"#; // 17 bytes
+    admit(&mut w, &host, 1, body, 0);
+    assert!(host.body(0).contains("/u/67/0/"), "50 + 17 taken at admission: {}", host.body(0));
+    let window = NOW / 3_600_000;
+    // The hour ends before the response: the refund goes into the hour
+    // the reservation was taken from.
+    host.now.set((window + 1) * 3_600_000 + 5);
+    w.on_response_headers(&host, 1, &Usage("30"), true);
+    let refund = host.body(1);
+    assert!(refund.contains("/f/37/0/"), "67 - 30 given back: {refund}");
+    assert!(refund.contains(&format!("%3A{window}/")), "the window it was taken from: {refund}");
+    w.on_answer(&host, host.token(1), ints(&[1, 0, 0, 0]));
+    assert_eq!((host.metrics.get(0, Event::Charged), host.metrics.get(0, Event::ChargedUnits)), (1, 30));
+
+    admit(&mut w, &host, 2, br#"{"max_tokens":1}"#, 2);
+    assert!(host.body(2).contains("/u/17/0/"), "{}", host.body(2));
+    w.on_response_headers(&host, 2, &Usage("500"), true);
+    assert!(host.body(3).contains("/g/483/0/"), "what it used past its reservation is charged: {}", host.body(3));
+    w.on_answer(&host, host.token(3), ints(&ALLOW));
+
+    admit(&mut w, &host, 3, br#"{"max_tokens":0}"#, 4);
+    w.on_response_headers(&host, 3, &Usage("16"), true);
+    assert_eq!(host.sent.borrow().len(), 5, "used exactly what it reserved: nothing to settle");
+    assert!(host.warnings.borrow().is_empty(), "{:?}", host.warnings.borrow());
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_spent() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    w.on_request_headers(&host, 1, &chat(), false);
+    let body = br#"{"max_tokens":"lots"}"#;
+    w.on_request_body(&host, 1, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    let replied = host.replied.borrow().clone();
+    assert_eq!(
+        (replied[0].1.status, replied[0].1.body.as_str()),
+        (400, r#"{"error":"bad_request_body","rule":"llm","detail":"body:max_tokens must be a non-negative integer"}"#)
+    );
+    assert!(host.sent.borrow().is_empty());
+
+    admit(&mut w, &host, 2, br#"{"max_tokens":50}"#, 0);
+    w.on_response_headers(&host, 2, &Usage("7"), true);
+    w.on_answer(&host, host.token(1), Answer::Http { status: Some(503), body: Vec::new() });
+    assert_eq!(host.metrics.get(0, Event::ChargeFailed), 0, "a refund is not a charge");
+    assert_eq!(
+        host.warnings.borrow()[1],
+        "ratelimit: 1 refunds (60 units) of reservations could not be stored since the last such line (store answered HTTP 503); those clients stay charged their worst case"
+    );
+}

@@ -1,0 +1,120 @@
+//! Reservation mode on real Envoy and Redis: each request takes its worst
+//! case (the output bound its body states, plus its bytes) at admission,
+//! all or nothing, and the response settles it. Concurrent requests
+//! against a nearly spent budget cannot take it past its limit together.
+
+use std::time::{Duration, Instant};
+
+use host_tests::envoy::Edit;
+use host_tests::http::Answer;
+use host_tests::llm_upstream::LlmUpstream;
+use host_tests::raw_http::RawRequest;
+use host_tests::stack::Stack;
+use host_tests::windows::{start_clear_of_boundary, HOUR};
+use ratelimit::identity::digest;
+
+use crate::plugin_config;
+
+/// 1,000 tokens an hour per API key; a request reserves its `max_tokens`
+/// (or 300) plus one token per body byte.
+const RESERVED: &str = r#"{"name":"llm","match":{"path_prefix":"/v1/"},"key":["header:x-api-key"],
+    "cost":{"response_body":"usage.total_tokens","default":0,"max":100000,"reservation":{"default_output":300}},
+    "limits":[{"algorithm":"fixed_window","limit":1000,"window":"1h"}]}"#;
+
+/// Lets the body reach the filter while the headers wait.
+const STOP_ITERATION: Edit<'static> = Edit {
+    from: "failure_policy: FAIL_RELOAD",
+    to: "failure_policy: FAIL_RELOAD\n                allow_on_headers_stop_iteration: true",
+};
+
+fn start(rules: &str) -> (Stack, LlmUpstream) {
+    start_clear_of_boundary(HOUR, Duration::from_secs(120));
+    let upstream = LlmUpstream::start();
+    let stack = Stack::start_edited_to(&plugin_config(rules), 2, Some(upstream.port), &[STOP_ITERATION], &[])
+        .unwrap_or_else(|e| panic!("{}", e.log));
+    (stack, upstream)
+}
+
+/// A chat request of `key` with `body`; `asks` are the upstream's
+/// instructions (`x-usage`, `x-stream`, `x-delay-ms`).
+fn chat(port: u16, key: &str, body: &str, asks: &[(&str, &str)]) -> Answer {
+    let mut r = RawRequest::new("POST", b"/v1/chat/completions")
+        .header("x-api-key", key.as_bytes())
+        .header("content-type", b"application/json");
+    for (name, value) in asks {
+        r = r.header(name, value.as_bytes());
+    }
+    r.send_body(port, body.as_bytes(), 0).expect("an answer")
+}
+
+/// The tokens `key` holds in Redis this hour.
+fn charged(stack: &Stack, key: &str) -> u64 {
+    let mut c = stack.redis.connect();
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{}}}:llm:fw:*", digest(key))).query(&mut c).unwrap();
+    keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
+}
+
+/// Waits until `key` holds `want` tokens (settlements land after the response).
+fn wait_charged(stack: &Stack, key: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = charged(stack, key);
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{key}: holds {got}, never {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn fifty_concurrent_requests_never_take_a_nearly_spent_budget_past_its_limit() {
+    let (stack, _upstream) = start(RESERVED);
+    let port = stack.envoy.port;
+    let body = r#"{"model":"m","max_tokens":60,"messages":[]}"#;
+    let worst = 60 + body.len() as u64; // 104
+                                        // Spent down to 3.5 worst cases.
+    let spent = 1000 - 3 * worst - worst / 2;
+    assert_eq!(chat(port, "k", body, &[("x-usage", &spent.to_string())]).status, 200);
+    wait_charged(&stack, "k", spent);
+    // 50 at once, each using all it reserved and holding it 300 ms.
+    let usage = worst.to_string();
+    let answers: Vec<Answer> = std::thread::scope(|s| {
+        let asks = [("x-usage", usage.as_str()), ("x-delay-ms", "300")];
+        let threads: Vec<_> = (0..50).map(|_| s.spawn(move || chat(port, "k", body, &asks))).collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let admitted = answers.iter().filter(|a| a.status == 200).count();
+    let denied = answers.iter().filter(|a| a.status == 429).count();
+    assert_eq!((admitted, denied), (3, 47), "3.5 worst cases left: 3 fit, whatever the interleaving");
+    wait_charged(&stack, "k", spent + 3 * worst);
+    assert!(spent + 3 * worst <= 1000);
+}
+
+#[test]
+fn each_response_settles_its_reservation_to_what_it_used() {
+    let (stack, _upstream) = start(&RESERVED.replace(r#""limit":1000,"#, r#""limit":100000,"#));
+    let port = stack.envoy.port;
+    // Used less than reserved: the rest comes back.
+    let bounded = r#"{"model":"m","max_tokens":500}"#;
+    assert_eq!(chat(port, "k", bounded, &[("x-usage", "37")]).status, 200);
+    wait_charged(&stack, "k", 37);
+    // A stream (stream_options.include_usage): its last event's usage.
+    let streamed = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":90}"#;
+    let a = chat(port, "k", streamed, &[("x-usage", "41"), ("x-stream", "20")]);
+    assert_eq!(a.status, 200);
+    wait_charged(&stack, "k", 37 + 41);
+    // No bound stated: 300 reserved; the upstream used more: charged all of it.
+    assert_eq!(chat(port, "k", r#"{"model":"m"}"#, &[("x-usage", "2000")]).status, 200);
+    wait_charged(&stack, "k", 37 + 41 + 2000);
+    // A bound that is no count is refused before anything is reserved.
+    let a = chat(port, "k", r#"{"model":"m","max_tokens":"many"}"#, &[]);
+    assert_eq!(
+        (a.status, a.body.as_str()),
+        (400, r#"{"error":"bad_request_body","rule":"llm","detail":"body:max_tokens must be a non-negative integer"}"#)
+    );
+    // More than what is left: 429, nothing taken.
+    let a = chat(port, "k", r#"{"model":"m","max_tokens":100000}"#, &[]);
+    assert_eq!(a.status, 429);
+    assert_eq!(charged(&stack, "k"), 37 + 41 + 2000);
+}
