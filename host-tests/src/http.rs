@@ -27,12 +27,17 @@ impl Answer {
 
 /// Sends `method url` with extra headers.
 pub fn send(agent: &ureq::Agent, method: &str, url: &str, headers: &[(&str, &str)]) -> Answer {
+    send_body(agent, method, url, headers, &[])
+}
+
+/// Sends `method url` with extra headers and `body` (none when empty).
+pub fn send_body(agent: &ureq::Agent, method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
     let mut req = ureq::http::Request::builder().method(method).uri(url);
     for (n, v) in headers {
         req = req.header(*n, *v);
     }
-    let req = req.body(()).unwrap();
-    let mut resp = agent.run(req).unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let sent = if body.is_empty() { agent.run(req.body(()).unwrap()) } else { agent.run(req.body(body).unwrap()) };
+    let mut resp = sent.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
     let headers = resp
         .headers()
         .iter()

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::envoy::{render_text, Edit, Envoy, EnvoyTemplate};
-use crate::http::{agent, send, Answer};
+use crate::http::{agent, send_body, Answer};
 use crate::llm_upstream::LlmUpstream;
 use crate::paths::dist;
 use crate::process::free_port;
@@ -26,6 +26,10 @@ const UPSTREAM_TLS: &str = "    transport_socket:
 /// loaded two-core test machine a call may take longer, and a store
 /// failure would hand the decision to the fallback bucket.
 pub const TEST_TIMEOUT: Edit<'static> = Edit { from: r#""timeout_ms": 25"#, to: r#""timeout_ms": 2000"# };
+
+/// The body `chat` sends: model gpt-4o-mini, no output bound (the shipped
+/// rule reserves 4,096 tokens plus its 67 bytes).
+pub const CHAT: &str = r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#;
 
 /// Everything running; stopped in reverse order on drop.
 pub struct LlmGateway {
@@ -66,9 +70,17 @@ impl LlmGateway {
         LlmGateway { envoy, webdis, redis, upstream, agent: agent(Duration::from_secs(60)) }
     }
 
-    /// POST /v1/chat/completions with these headers.
+    /// POST /v1/chat/completions with these headers and [`CHAT`].
     pub fn chat(&self, headers: &[(&str, &str)]) -> Answer {
-        send(&self.agent, "POST", &format!("http://127.0.0.1:{}/v1/chat/completions", self.envoy.port), headers)
+        self.chat_body(headers, CHAT)
+    }
+
+    /// POST /v1/chat/completions with these headers and `body`.
+    pub fn chat_body(&self, headers: &[(&str, &str)], body: &str) -> Answer {
+        let url = format!("http://127.0.0.1:{}/v1/chat/completions", self.envoy.port);
+        let mut with_type = vec![("content-type", "application/json")];
+        with_type.extend_from_slice(headers);
+        send_body(&self.agent, "POST", &url, &with_type, body.as_bytes())
     }
 
     /// A counter of the filter's rule `llm`.

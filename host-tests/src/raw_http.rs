@@ -50,6 +50,15 @@ impl RawRequest {
         out
     }
 
+    /// Its bytes with `body` after a `content-length`.
+    pub fn bytes_with(&self, body: &[u8]) -> Vec<u8> {
+        let mut head = self.bytes();
+        head.truncate(head.len() - b"content-length: 0\r\nconnection: close\r\n\r\n".len());
+        head.extend_from_slice(format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()).as_bytes());
+        head.extend_from_slice(body);
+        head
+    }
+
     /// Sends it to 127.0.0.1:`port` on a fresh connection and reads the
     /// answer (its head, then a `content-length` body); `None` when the
     /// connection ended without a response.
@@ -65,17 +74,15 @@ impl RawRequest {
     /// each written on its own after a short pause (so the proxy reads
     /// them apart); the answer, as `send`.
     pub fn send_body(&self, port: u16, body: &[u8], chunks: usize) -> Option<Answer> {
-        let mut head = self.bytes();
-        head.truncate(head.len() - b"content-length: 0\r\nconnection: close\r\n\r\n".len());
         let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
         conn.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
         conn.set_nodelay(true).ok()?;
         if chunks == 0 {
-            head.extend_from_slice(format!("content-length: {}\r\nconnection: close\r\n\r\n", body.len()).as_bytes());
-            head.extend_from_slice(body);
-            conn.write_all(&head).ok()?;
+            conn.write_all(&self.bytes_with(body)).ok()?;
             return read_answer(conn);
         }
+        let mut head = self.bytes();
+        head.truncate(head.len() - b"content-length: 0\r\nconnection: close\r\n\r\n".len());
         head.extend_from_slice(b"transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
         conn.write_all(&head).ok()?;
         for piece in body.chunks(chunks) {

@@ -1,5 +1,5 @@
 //! `envoy-config/llm-gateway.yaml` as shipped combines a concurrency limit
-//! (8 completions in flight per API key) with requests per minute and
+//! (8 completions in flight per API key and model) with requests per minute and
 //! tokens per hour: a 9th completion while 8 run is refused for
 //! concurrency and costs neither requests nor tokens, and once they end
 //! the key is admitted again with every token of the 8 charged.
@@ -33,7 +33,9 @@ fn a_ninth_completion_while_eight_run_is_refused_for_concurrency_and_costs_nothi
     // A second, spread by the shipped jitter (up to 25% later): 1 or 2.
     let retry = ninth.header("retry-after").unwrap().to_string();
     assert!(retry == "1" || retry == "2", "{retry}");
-    let body = format!(r#"{{"error":"rate_limited","rule":"llm","retry_after":{retry},"reason":"concurrency"}}"#);
+    let body = format!(
+        r#"{{"error":{{"message":"Rate limit reached for rule llm: limit 8 concurrent requests. Please try again in {retry}s.","type":"requests","param":null,"code":"rate_limit_exceeded"}}}}"#
+    );
     assert_eq!(ninth.body, body);
     assert_eq!(gw.stat("slots_refused"), 1);
     let statuses: Vec<u16> = slow.into_iter().map(|t| t.join().unwrap()).collect();

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use host_tests::llm_gateway::{LlmGateway, TEST_TIMEOUT};
+use host_tests::llm_gateway::{LlmGateway, CHAT, TEST_TIMEOUT};
 
 /// Waits until the filter has charged `want` units (and no charge failed).
 fn wait_charged(gw: &LlmGateway, want: u64) {
@@ -82,7 +82,7 @@ fn a_stream_reset_right_after_its_usage_event_is_charged_that_usage() {
     // gone before the usage event pays what it was delivered instead).
     let mut conn = TcpStream::connect(("127.0.0.1", gw.envoy.port)).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    conn.write_all(&raw.bytes()).unwrap();
+    conn.write_all(&raw.bytes_with(CHAT.as_bytes())).unwrap();
     let _ = conn.read_to_end(&mut Vec::new());
     wait_charged(&gw, 4321);
     assert_eq!(gw.stat("usage_missing"), 0);
@@ -93,7 +93,7 @@ fn a_client_hanging_up_once_it_read_the_usage_pays_that_usage() {
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
     let mut conn = TcpStream::connect(("127.0.0.1", gw.envoy.port)).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let request = "POST /v1/chat/completions HTTP/1.1\r\nhost: llm\r\nauthorization: Bearer sk-hangs-up\r\nx-usage: 777\r\nx-stream: 5\r\nx-hold-ms: 3000\r\ncontent-length: 0\r\n\r\n";
+    let request = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: llm\r\nauthorization: Bearer sk-hangs-up\r\nx-usage: 777\r\nx-stream: 5\r\nx-hold-ms: 3000\r\ncontent-length: {}\r\n\r\n{CHAT}", CHAT.len());
     conn.write_all(request.as_bytes()).unwrap();
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut line = String::new();
@@ -113,7 +113,7 @@ fn a_client_hanging_up_before_the_response_headers_pays_max() {
     // and works on it (and bills it); the client leaves before any answer.
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
     let mut conn = TcpStream::connect(("127.0.0.1", gw.envoy.port)).unwrap();
-    let request = "POST /v1/chat/completions HTTP/1.1\r\nhost: llm\r\nauthorization: Bearer sk-leaves-early\r\nx-usage: 5\r\nx-delay-ms: 10000\r\ncontent-length: 0\r\n\r\n";
+    let request = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: llm\r\nauthorization: Bearer sk-leaves-early\r\nx-usage: 5\r\nx-delay-ms: 10000\r\ncontent-length: {}\r\n\r\n{CHAT}", CHAT.len());
     conn.write_all(request.as_bytes()).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while gw.upstream.served.load(std::sync::atomic::Ordering::Relaxed) == 0 {
@@ -136,7 +136,7 @@ fn a_body_cut_before_its_usage_is_charged_what_it_delivered() {
             .header("x-usage", b"5")
             .header("x-pad-bytes", b"2000000")
             .header("x-reset-after-bytes", bytes.as_bytes());
-        let _ = raw.send(gw.envoy.port);
+        let _ = raw.send_body(gw.envoy.port, CHAT.as_bytes(), 0);
     };
     cut("sk-cut-400k", "400000");
     wait_charged(&gw, 100_000);

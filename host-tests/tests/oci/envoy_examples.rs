@@ -123,6 +123,8 @@ fn the_llm_gateway_is_valid_and_its_plugin_configuration_loads() {
     let loaded = ratelimit::config::load(plugin.as_bytes()).unwrap();
     let rule = &loaded.rules[0];
     assert!(rule.cost.after_response(), "tokens are charged after the response");
+    assert!(rule.cost.reservation().is_some(), "each request's worst case reserved at admission");
+    assert_eq!(config["allow_on_headers_stop_iteration"].as_bool(), Some(true), "the body reaches the filter");
     // Requests a minute, tokens an hour, and completions in flight at once.
     let algorithms: Vec<&str> = rule.limits.iter().map(|l| l.spec.algorithm.name()).collect();
     assert_eq!(algorithms, ["sliding_window", "token_bucket", "concurrency"]);
