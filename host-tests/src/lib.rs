@@ -34,6 +34,7 @@ pub mod redis_proxy;
 pub mod redis_server;
 pub mod registry;
 pub mod script;
+pub mod sdk;
 pub mod stack;
 pub mod store_acl;
 pub mod test_server;

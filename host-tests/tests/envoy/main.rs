@@ -26,6 +26,7 @@ mod recovery;
 mod request_bodies;
 mod reservations;
 mod sdk_errors;
+mod sdk_gateway;
 mod store_acl;
 mod store_misbehaving;
 mod token_dodges;

@@ -3,27 +3,12 @@
 //! `"anthropic"` makes their `RateLimitError` carry the limit and the wait,
 //! and `"response_headers": "openai"` gives them OpenAI's fields.
 
-use std::process::Command;
-
 use host_tests::llm_upstream::LlmUpstream;
-use host_tests::paths::root;
+use host_tests::sdk::python;
 use host_tests::stack::Stack;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 
 use crate::plugin_config;
-
-/// Runs `script` with the project's Python, `PORT` set to Envoy's; its
-/// standard output, or a failure with its error output.
-fn python(script: &str, port: u16) -> String {
-    let out = Command::new(root().join(".venv/bin/python"))
-        .arg("-c")
-        .arg(script)
-        .env("PORT", port.to_string())
-        .output()
-        .expect("the project's Python (make setup)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 #[test]
 fn the_openai_sdk_raises_rate_limit_error_with_the_limit_and_the_wait() {
