@@ -6,9 +6,8 @@
 use std::time::{Duration, Instant};
 
 use host_tests::envoy::Edit;
-use host_tests::http::Answer;
+use host_tests::http::{agent, send_body, Answer};
 use host_tests::llm_upstream::LlmUpstream;
-use host_tests::raw_http::RawRequest;
 use host_tests::stack::Stack;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 use ratelimit::identity::digest;
@@ -35,16 +34,13 @@ fn start(rules: &str) -> (Stack, LlmUpstream) {
     (stack, upstream)
 }
 
-/// A chat request of `key` with `body`; `asks` are the upstream's
-/// instructions (`x-usage`, `x-stream`, `x-delay-ms`).
+/// A chat request of `key` with `body`, its answer read whole; `asks`
+/// are the upstream's instructions (`x-usage`, `x-stream`, `x-delay-ms`).
 fn chat(port: u16, key: &str, body: &str, asks: &[(&str, &str)]) -> Answer {
-    let mut r = RawRequest::new("POST", b"/v1/chat/completions")
-        .header("x-api-key", key.as_bytes())
-        .header("content-type", b"application/json");
-    for (name, value) in asks {
-        r = r.header(name, value.as_bytes());
-    }
-    r.send_body(port, body.as_bytes(), 0).expect("an answer")
+    let mut headers = vec![("x-api-key", key), ("content-type", "application/json")];
+    headers.extend_from_slice(asks);
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    send_body(&agent(Duration::from_secs(60)), "POST", &url, &headers, body.as_bytes())
 }
 
 /// The tokens `key` holds in Redis this hour.
@@ -102,7 +98,7 @@ fn each_response_settles_its_reservation_to_what_it_used() {
     // A stream (stream_options.include_usage): its last event's usage.
     let streamed = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":90}"#;
     let a = chat(port, "k", streamed, &[("x-usage", "41"), ("x-stream", "20")]);
-    assert_eq!(a.status, 200);
+    assert_eq!((a.status, a.body.matches("data: ").count()), (200, 21), "read whole");
     wait_charged(&stack, "k", 37 + 41);
     // No bound stated: 300 reserved; the upstream used more: charged all of it.
     assert_eq!(chat(port, "k", r#"{"model":"m"}"#, &[("x-usage", "2000")]).status, 200);
