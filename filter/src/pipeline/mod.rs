@@ -179,6 +179,32 @@ pub struct PlannedDecision {
 }
 
 impl PlannedDecision {
+    /// The charge of rule `r` on this decision's identity.
+    fn charge(&self, r: usize, rule: &Rule, reserved: Option<Reserved>) -> Charge {
+        let limits = self
+            .limits
+            .iter()
+            .filter(|l| l.rule == r && rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost))
+            .map(|l| (l.limit, l.offset_ms))
+            .collect();
+        Charge { rule: r, identity: self.identity.clone(), slot: self.slot, limits, digest: self.digest, reserved }
+    }
+
+    /// What it reserves if the store admits it (decided on `clock_ms`), one
+    /// charge per rule in reservation mode: to give back whole when its
+    /// stream is gone before the answer (the request never went on).
+    pub fn reservations(&self, config: &Config, clock_ms: u64) -> Vec<Charge> {
+        let mut out = Vec::new();
+        for &r in &self.rules {
+            let Some(rule) = config.rules.get(r).filter(|rule| rule.cost.reservation().is_some()) else { continue };
+            let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
+            if let Some(l) = self.limits.iter().filter(|l| l.rule == r).find(cost) {
+                out.push(self.charge(r, rule, Some(Reserved { units: l.op.amount(), at_ms: clock_ms })));
+            }
+        }
+        out
+    }
+
     /// What the store reserved for rule `r` (in reservation mode) if it
     /// admitted this decision.
     fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
@@ -697,20 +723,7 @@ impl Pending {
                 if !rule.cost.after_response() || !allowed {
                     continue;
                 }
-                let limits = d
-                    .limits
-                    .iter()
-                    .filter(|l| l.rule == r && rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost))
-                    .map(|l| (l.limit, l.offset_ms))
-                    .collect();
-                out.push(Charge {
-                    rule: r,
-                    identity: d.identity.clone(),
-                    slot: d.slot,
-                    limits,
-                    digest: d.digest,
-                    reserved: d.reserved(r, rule),
-                });
+                out.push(d.charge(r, rule, d.reserved(r, rule)));
             }
         }
         out

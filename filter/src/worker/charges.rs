@@ -85,6 +85,19 @@ impl Worker {
         if units > 0 {
             host.count_by(charge.rule, Event::ChargedUnits, units);
         }
+        self.settle_units(host, charge, units);
+    }
+
+    /// A reservation whose request never went on (its stream was gone
+    /// before the store's answer) is given back whole.
+    pub(super) fn give_back<H: Host>(&mut self, host: &H, charge: Charge) {
+        self.settle_units(host, charge, 0);
+    }
+
+    /// Charges `units` (nothing when 0), or settles the charge's
+    /// reservation to them.
+    fn settle_units<H: Host>(&mut self, host: &H, charge: Charge, units: u64) {
+        let Some(rule) = self.config.rules.get(charge.rule) else { return };
         // A reservation is settled: what the response used past it is
         // charged now, what it left is given back to its windows.
         let (units, refund_at) = match charge.reserved {

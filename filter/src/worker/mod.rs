@@ -379,8 +379,9 @@ impl Worker {
     /// the reservation it may settle.
     fn decided_on(&mut self, owner: Owner, clock_ms: u64) {
         if let Owner::Stream { stream, decision } = owner {
-            if let Some(p) = self.streams.get_mut(&stream).and_then(|s| s.pending.as_mut()) {
-                p.decided_on(decision, clock_ms);
+            match self.streams.get_mut(&stream).and_then(|s| s.pending.as_mut()) {
+                Some(p) => p.decided_on(decision, clock_ms),
+                None => self.orphan_decided_on(stream, decision, clock_ms),
             }
         }
     }
@@ -464,8 +465,9 @@ impl Worker {
             // A slot a decision in flight takes is released when it comes.
             for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
                 let owner = Owner::Stream { stream, decision: i };
-                if self.flights.values().any(|f| f.owners.contains(&owner)) {
-                    self.orphan(stream, i, d.takes(false).collect());
+                if let Some(f) = self.flights.values().find(|f| f.owners.contains(&owner)) {
+                    let reservations = d.reservations(&self.config, f.call.now_ms);
+                    self.orphan(stream, i, d.takes(false).collect(), reservations);
                 }
             }
         }

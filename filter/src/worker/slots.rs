@@ -22,7 +22,7 @@ use crate::fallback;
 use crate::id_map::IdMap;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::Hold;
+use crate::pipeline::{Charge, Hold, Reserved};
 use crate::spec::Op;
 use crate::store::StoreError;
 
@@ -63,9 +63,18 @@ pub(super) struct SlotCall {
 pub(super) struct Slots {
     pub(super) calls: IdMap<u64, SlotCall>,
     next: u64,
-    /// Slots decisions in flight may take for streams already gone: by
-    /// (stream, decision), released if the store admitted.
-    orphans: BTreeMap<(u32, usize), Vec<Hold>>,
+    /// What decisions in flight may take for streams already gone: by
+    /// (stream, decision), given back if the store admitted.
+    orphans: BTreeMap<(u32, usize), Orphan>,
+}
+
+/// What a decision in flight of a stream already gone may take.
+#[derive(Debug)]
+struct Orphan {
+    /// Slots: released.
+    holds: Vec<Hold>,
+    /// Reservations (their clock set when the call's is known): refunded whole.
+    reservations: Vec<Charge>,
 }
 
 /// How often a slot is renewed: every third of its `max_hold`, so two
@@ -221,9 +230,18 @@ impl Worker {
 
     /// Stream `stream` ends with decision `decision` in a call in flight:
     /// the slots it may take are released if the store admits it.
-    pub(super) fn orphan(&mut self, stream: u32, decision: usize, holds: Vec<Hold>) {
-        if !holds.is_empty() {
-            self.slots.orphans.insert((stream, decision), holds);
+    pub(super) fn orphan(&mut self, stream: u32, decision: usize, holds: Vec<Hold>, reservations: Vec<Charge>) {
+        if !holds.is_empty() || !reservations.is_empty() {
+            self.slots.orphans.insert((stream, decision), Orphan { holds, reservations });
+        }
+    }
+
+    /// An orphan's call decides on `clock_ms`: where its reservations went.
+    pub(super) fn orphan_decided_on(&mut self, stream: u32, decision: usize, clock_ms: u64) {
+        if let Some(o) = self.slots.orphans.get_mut(&(stream, decision)) {
+            for c in &mut o.reservations {
+                c.reserved = c.reserved.map(|r| Reserved { at_ms: clock_ms, ..r });
+            }
         }
     }
 
@@ -241,14 +259,19 @@ impl Worker {
         decision: usize,
         result: &Result<Vec<LimitOutcome>, StoreError>,
     ) {
-        let Some(holds) = self.slots.orphans.remove(&(stream, decision)) else { return };
-        let taken = match result {
-            Ok(outcomes) => outcomes.iter().all(|o| o.allowed),
-            // Its answer lost: it may hold them all the same.
-            Err(e) => e.may_have_run(),
-        };
-        if taken {
-            self.release_slots(host, holds);
+        let Some(orphan) = self.slots.orphans.remove(&(stream, decision)) else { return };
+        let admitted = matches!(result, Ok(outcomes) if outcomes.iter().all(|o| o.allowed));
+        // Its answer lost: it may hold the slots all the same (released:
+        // a release of a slot never taken is harmless); a reservation is
+        // given back only if it surely was taken (a refund of units never
+        // taken would admit more than the limit).
+        if admitted || result.as_ref().is_err_and(StoreError::may_have_run) {
+            self.release_slots(host, orphan.holds);
+        }
+        if admitted {
+            for charge in orphan.reservations {
+                self.give_back(host, charge);
+            }
         }
     }
 }

@@ -199,8 +199,27 @@ impl Host {
         let n = stream.request_headers.len() as i32;
         v.store.data_mut().streams.insert(context, stream);
         v.enter(context, "proxy_on_context_create", &[Val::I32(context as i32), Val::I32(ROOT_ID as i32)]);
-        let action =
-            v.enter(context, "proxy_on_request_headers", &[Val::I32(context as i32), Val::I32(n), Val::I32(1)]);
+        let headers_end = i32::from(request.body.is_none());
+        let mut action = v.enter(
+            context,
+            "proxy_on_request_headers",
+            &[Val::I32(context as i32), Val::I32(n), Val::I32(headers_end)],
+        );
+        // The body whole, at once, as Envoy with allow_on_headers_stop_iteration
+        // hands it to a filter whose headers wait (or that let them go).
+        if let Some(body) = &request.body {
+            let replied = v.store.data().streams.get(&context).is_none_or(|s| matches!(s.state, State::Replied(_)));
+            if !replied {
+                v.store.data_mut().request_body = Some(body.clone());
+                let size = Val::I32(body.len() as i32);
+                let body_action =
+                    v.enter(context, "proxy_on_request_body", &[Val::I32(context as i32), size, Val::I32(1)]);
+                v.store.data_mut().request_body = None;
+                if action != Some(0) {
+                    action = body_action;
+                }
+            }
+        }
         let stream = v.store.data_mut().streams.get_mut(&context).expect("the stream is live");
         if action == Some(0) {
             stream.request_map_open = false;

@@ -15,6 +15,9 @@ pub struct Request {
     pub headers: HeaderMap,
     /// The connection's address (`source.address`), "ip:port".
     pub source: String,
+    /// The body, sent whole after the headers (none: the headers end the
+    /// stream).
+    pub body: Option<Vec<u8>>,
 }
 
 impl Request {
@@ -33,7 +36,14 @@ impl Request {
                 (":scheme", "http"),
             ]),
             source: "10.0.0.1:40000".into(),
+            body: None,
         }
+    }
+
+    /// With `body`, sent whole after the headers.
+    pub fn body(mut self, body: &[u8]) -> Request {
+        self.body = Some(body.to_vec());
+        self
     }
 
     /// From another address ("ip:port").

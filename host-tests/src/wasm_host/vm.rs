@@ -100,6 +100,8 @@ pub struct VmState {
     pub streams: BTreeMap<u32, Stream>,
     /// What the running callback may read.
     pub callback: Option<Callback>,
+    /// The request body (buffer type 0), during `proxy_on_request_body`.
+    pub request_body: Option<Vec<u8>>,
     /// Next HTTP-call token: 4, 8, 12, ... (≡ 0 mod 4).
     pub next_http_token: u32,
     /// Next Redis-call token: 3, 7, 11, ... (≡ 3 mod 4).
@@ -162,6 +164,7 @@ impl Vm {
             active: ROOT_ID,
             streams: BTreeMap::new(),
             callback: None,
+            request_body: None,
             next_http_token: 4,
             next_redis_token: 3,
             redis_inits: Vec::new(),

@@ -86,3 +86,27 @@ fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_
         "ratelimit: 1 refunds (60 units) of reservations could not be stored since the last such line (store answered HTTP 503); those clients stay charged their worst case"
     );
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_reservation_whose_stream_left_before_the_answer_is_given_back_whole_if_it_was_surely_taken() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let body = br#"{"max_tokens":50}"#;
+    let send = |w: &mut Worker, s: u32| {
+        w.on_request_headers(&host, s, &chat(), false);
+        w.on_request_body(&host, s, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    };
+    send(&mut w, 1);
+    w.on_stream_end(&host, 1);
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    assert!(host.body(1).contains("/f/67/0/"), "the request never went on: all 67 back: {}", host.body(1));
+    w.on_answer(&host, host.token(1), ints(&[1, 0, 0, 0]));
+    assert_eq!(host.metrics.get(0, Event::Charged), 0, "nothing was charged");
+    // An answer lost: the store may or may not have taken it; nothing is
+    // given back (a refund of units never taken would admit past the limit).
+    send(&mut w, 2);
+    w.on_stream_end(&host, 2);
+    w.on_answer(&host, host.token(2), Answer::Http { status: Some(503), body: Vec::new() });
+    assert_eq!(host.sent.borrow().len(), 3);
+}
