@@ -22,6 +22,15 @@ pub const CX_LIMIT: u64 = 4;
 /// `concurrency` 2, fail open (`fleet_size` 1: the local share is 2).
 pub const CO_LIMIT: u64 = 2;
 
+/// `rv`: a `fixed_window` of 200 units an hour in reservation mode, fail
+/// closed; each request's body (`RV_BODY`) makes it reserve `RV_RESERVED`
+/// and its response uses 1 to `RV_RESERVED` of them.
+pub const RV_LIMIT: u64 = 200;
+/// The body of an `rv` request: 30 output tokens, 17 bytes.
+pub const RV_BODY: &str = r#"{"max_tokens":30}"#;
+/// What an `rv` request reserves: 30 + 17.
+pub const RV_RESERVED: u64 = 47;
+
 /// What the simulation has seen of one client. Counts of admissions are
 /// of streams begun since the store last forgot everything (a flush).
 #[derive(Clone, Debug, Default)]
@@ -46,6 +55,19 @@ pub struct Client {
     /// Units `tk` streams that ended owe: the usage their response
     /// reported, or `default` (7) for a client gone before it.
     pub tk_owed: u64,
+    /// Units `rv` streams let through and not ended hold: their
+    /// reservations (streams begun since the last flush).
+    pub rv_held: u64,
+    /// Units `rv` streams let through and ended used: their usage, the
+    /// default (7) for a client gone before the response, the whole
+    /// reservation for one a VM reload took (nobody settles it).
+    pub rv_used: u64,
+    /// What reservations taken before the last flush may still give back
+    /// into the counts after it (their refunds land in windows the store
+    /// counts afresh): `RV_RESERVED` for every `rv` stream begun before.
+    pub rv_slack: u64,
+    /// What every `rv` stream that ended owes, flushes or not.
+    pub rv_owed: u64,
 }
 
 /// A violated invariant: its name and what was seen.
@@ -77,6 +99,12 @@ pub fn check(client: &Client, run_secs: u64, lease_slack: u64) -> Result<(), Vio
             ));
         }
     }
+    if client.rv_held + client.rv_used > RV_LIMIT + client.rv_slack {
+        return Err(format!(
+            "reserved.never_over: {} units held and {} used of {RV_LIMIT} an hour ({} refunds of reservations before a flush may add)",
+            client.rv_held, client.rv_used, client.rv_slack
+        ));
+    }
     if client.cc_open > CC_LIMIT {
         return Err(format!("concurrency.in_flight: {} streams in flight, limit {CC_LIMIT}", client.cc_open));
     }
@@ -92,6 +120,22 @@ pub fn check_charged(charged: u64, owed: u64, calm: bool) -> Result<(), Violatio
     }
     if calm && charged != owed {
         return Err(format!("charges.exact: {charged} units charged, the ended streams owe {owed} (a calm schedule)"));
+    }
+    Ok(())
+}
+
+/// `reserved.settled`: in a calm schedule, once every call settled, the
+/// store holds exactly what the ended `rv` streams used (every reservation
+/// settled to its usage, or given back whole for a request that never
+/// went on); in any schedule, never more than they reserved.
+pub fn check_settled(held: u64, owed: u64, reserved: u64, calm: bool) -> Result<(), Violation> {
+    if held > reserved {
+        return Err(format!("reserved.settled: the store holds {held} units, more than the {reserved} reserved"));
+    }
+    if calm && held != owed {
+        return Err(format!(
+            "reserved.settled: the store holds {held} units, the ended streams used {owed} (a calm schedule)"
+        ));
     }
     Ok(())
 }

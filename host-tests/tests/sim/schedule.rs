@@ -5,7 +5,7 @@ use host_tests::wasm_host::Fault;
 
 /// The rules of the simulated configuration, by path.
 /// (`ccx` takes a `cc` slot and is refused by a rule of its own.)
-pub const RULES: [&str; 8] = ["fw", "tb", "cc", "co", "sl", "gc", "tk", "ccx"];
+pub const RULES: [&str; 9] = ["fw", "tb", "cc", "co", "sl", "gc", "tk", "ccx", "rv"];
 /// Clients (the first ones the busiest).
 pub const USERS: usize = 4;
 

@@ -10,7 +10,7 @@ use host_tests::webdis::{with_credential, Webdis};
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 use ratelimit::identity::digest;
 
-use crate::invariants::{self, Client};
+use crate::invariants::{self, Client, RV_BODY, RV_RESERVED};
 use crate::schedule::{self, Step, RULES, USERS};
 
 /// Worker VMs of the proxy.
@@ -92,7 +92,10 @@ fn config(kind: Kind) -> String {
        "limits":[{"algorithm":"fixed_window","limit":4,"window":"1h"}]},
       {"name":"tk","match":{"path_prefix":"/tk"},"key":["header:x-user"],"failure_mode":"closed",
        "cost":{"response_header":"x-usage","default":7,"max":1000},
-       "limits":[{"algorithm":"fixed_window","limit":1000000000,"window":"1h"}]}"#;
+       "limits":[{"algorithm":"fixed_window","limit":1000000000,"window":"1h"}]},
+      {"name":"rv","match":{"path_prefix":"/rv"},"key":["header:x-user"],"failure_mode":"closed",
+       "cost":{"response_header":"x-usage","default":7,"max":1000,"reservation":{"default_output":0}},
+       "limits":[{"algorithm":"fixed_window","limit":200,"window":"1h"}]}"#;
     with_credential(&format!(
         r#"{{"domain":"t","store":{{{store},"timeout_ms":25,"circuit_breaker":{{"failures":3,"open":"2s"}},"stats_interval":"1h"}},"deny_cache":{{"slots":{SLOTS}}},"rules":[{rules}]}}"#
     ))
@@ -135,6 +138,8 @@ struct World {
     calm: bool,
     /// The latest instant the proxies' wall clock showed.
     latest_wall: u64,
+    /// `rv` requests begun per client.
+    rv_begun: Vec<u64>,
 }
 
 /// Runs `steps` steps of `seed`'s schedule on `kind` with `proxies`
@@ -222,6 +227,7 @@ pub fn replay(servers: &Servers, seed: u64, proxies: usize, schedule: &[Step]) -
         flushed_at: 0,
         calm: schedule.iter().all(|s| !matches!(s, Step::Faults { .. } | Step::Reload { .. } | Step::Flush)),
         latest_wall: 0,
+        rv_begun: vec![0; USERS],
     };
     // SIM_TRACE=1 with SIM_SEED: every step, and the `co` streams after it.
     let trace = std::env::var_os("SIM_TRACE").is_some();
@@ -248,7 +254,11 @@ impl World {
         match step {
             Step::Begin { proxy, vm, rule, user } => {
                 let path = format!("/{}/x", RULES[*rule]);
-                let request = Request::get(&path).header("x-user", &self.user(*user));
+                let mut request = Request::get(&path).header("x-user", &self.user(*user));
+                if RULES[*rule] == "rv" {
+                    request = Request::new("POST", &path).header("x-user", &self.user(*user)).body(RV_BODY.as_bytes());
+                    self.rv_begun[*user] += 1;
+                }
                 let id = self.hosts[*proxy].begin(*vm, request);
                 self.stats.requests += 1;
                 let (begun, admitted_at, by_store) = (self.step, 0, false);
@@ -271,16 +281,21 @@ impl World {
                 let t = self.streams.swap_remove(nth % self.streams.len());
                 let host = &mut self.hosts[t.proxy];
                 let decided = !matches!(host.state(t.id), State::Waiting);
+                // An rv response uses at most what its request reserved.
+                let usage = if RULES[t.rule] == "rv" { 1 + (usage - 1) % RV_RESERVED } else { *usage };
                 if decided && !hang_up {
                     host.finish_with(t.id, &[("x-usage", &usage.to_string())]);
                 } else {
                     host.close(t.id);
                 }
                 if t.admitted {
-                    if RULES[t.rule] == "tk" {
-                        // Let through: it owes its usage, or the default
-                        // if the client hung up before the response.
-                        self.clients[t.user].tk_owed += if *hang_up { 7 } else { *usage };
+                    // Let through: it owes its usage, or the default if the
+                    // client hung up before the response.
+                    let owed = if *hang_up { 7 } else { usage };
+                    match RULES[t.rule] {
+                        "tk" => self.clients[t.user].tk_owed += owed,
+                        "rv" => self.rv_ended(&t, owed),
+                        _ => {}
                     }
                     self.close_open(&t);
                 }
@@ -292,8 +307,9 @@ impl World {
                 let () = redis::cmd("FLUSHALL").query(&mut self.redis).unwrap();
                 self.flushed_at = self.step;
                 // Counted afresh: the store's counts start again.
-                for c in &mut self.clients {
+                for (c, begun) in self.clients.iter_mut().zip(&self.rv_begun) {
                     (c.fw_admitted, c.tb_admitted, c.sl_admitted, c.gc_admitted, c.cx_admitted) = (0, 0, 0, 0, 0);
+                    (c.rv_held, c.rv_used, c.rv_slack) = (0, 0, begun * RV_RESERVED);
                 }
             }
             Step::Faults { proxy, mix } if mix.is_empty() => {
@@ -310,6 +326,10 @@ impl World {
                 for t in gone {
                     if RULES[t.rule].starts_with("cc") {
                         self.clients[t.user].cc_reloaded += 1;
+                    }
+                    if t.admitted && RULES[t.rule] == "rv" {
+                        // Nobody settles it: the store keeps it whole.
+                        self.rv_ended(&t, RV_RESERVED);
                     }
                     if t.admitted {
                         self.close_open(&t);
@@ -341,6 +361,7 @@ impl World {
                     }
                     "cc" => c.cc_open += 1,
                     "co" => c.co_open += 1,
+                    "rv" => c.rv_held += counted * RV_RESERVED,
                     _ => {}
                 }
             }
@@ -364,6 +385,16 @@ impl World {
                 "  co u{} {:?} begun {} admitted {}@{} by_store {} {state:?}",
                 t.user, t.id, t.begun, t.admitted, t.admitted_at, t.by_store
             );
+        }
+    }
+
+    /// An `rv` stream let through ended owing `owed` units.
+    fn rv_ended(&mut self, t: &Tracked, owed: u64) {
+        let c = &mut self.clients[t.user];
+        c.rv_owed += owed;
+        if t.begun > self.flushed_at {
+            c.rv_held -= RV_RESERVED;
+            c.rv_used += owed;
         }
     }
 
@@ -439,9 +470,10 @@ impl World {
         self.hosts.iter().map(|h| h.counter(name)).sum()
     }
 
-    /// Units of `tk` the store holds for `user`: its fixed windows' counts.
-    fn charged(&mut self, user: usize) -> u64 {
-        let pattern = format!("t:{{{}}}:tk:*", digest(&self.user(user)));
+    /// Units of rule `rule` (`tk`, `rv`) the store holds for `user`: its
+    /// fixed windows' counts.
+    fn charged(&mut self, user: usize, rule: &str) -> u64 {
+        let pattern = format!("t:{{{}}}:{rule}:*", digest(&self.user(user)));
         let keys: Vec<String> = redis::cmd("KEYS").arg(&pattern).query(&mut self.redis).unwrap();
         keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut self.redis).unwrap().unwrap_or(0)).sum()
     }
@@ -463,6 +495,9 @@ impl World {
             if t.admitted && RULES[t.rule] == "tk" {
                 self.clients[t.user].tk_owed += 7;
             }
+            if t.admitted && RULES[t.rule] == "rv" {
+                self.rv_ended(&t, 7);
+            }
         }
         self.hosts.iter_mut().for_each(|h| h.advance(3_000));
         let failures = self.sum("ratelimit.cc.slot_store_errors");
@@ -474,9 +509,14 @@ impl World {
                 .map_err(|v| format!("{v} (client u{user})"))?;
         }
         for user in 0..USERS {
-            let charged = self.charged(user);
+            let charged = self.charged(user, "tk");
             self.stats.checks += 1;
             invariants::check_charged(charged, self.clients[user].tk_owed, self.calm)
+                .map_err(|v| format!("{v} (client u{user})"))?;
+            let held = self.charged(user, "rv");
+            self.stats.checks += 1;
+            let reserved = self.rv_begun[user] * RV_RESERVED;
+            invariants::check_settled(held, self.clients[user].rv_owed, reserved, self.calm)
                 .map_err(|v| format!("{v} (client u{user})"))?;
         }
         let fresh = self.hosts[0].send(0, Request::get("/fw/x").header("x-user", "after"));
