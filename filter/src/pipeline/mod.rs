@@ -261,6 +261,9 @@ pub struct Pending {
     /// Slots taken in the store for a request another rule then refused:
     /// the caller releases them (`take_stranded`).
     stranded: Vec<Hold>,
+    /// Reservations taken in the store for a request another rule then
+    /// refused: the caller gives them back (`take_stranded_reservations`).
+    stranded_reservations: Vec<Charge>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -448,7 +451,7 @@ where
         return Start::Done(Outcome::Continue(Vec::new(), Vec::new(), Vec::new()));
     }
     let now_ms = now();
-    let mut pending = Pending { now_ms, decisions, known, stranded: Vec::new() };
+    let mut pending = Pending { now_ms, decisions, known, stranded: Vec::new(), stranded_reservations: Vec::new() };
     if pending.decisions.is_empty() {
         return Start::Done(pending.finish(env));
     }
@@ -646,6 +649,7 @@ impl Pending {
         let holds = self.holds(config, &verdicts);
         if let Some((r, shown)) = worst {
             self.strand(env, holds);
+            self.stranded_reservations = self.reserved_so_far(config);
             let all: Vec<Shown> = verdicts
                 .iter()
                 .filter(|(r, _)| !config.rules[*r].shadow)
@@ -655,6 +659,7 @@ impl Pending {
         }
         if verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed) {
             self.strand(env, holds);
+            self.stranded_reservations = self.reserved_so_far(config);
             return Outcome::Reply(unavailable());
         }
         let charges = self.charges(config, &verdicts);
@@ -684,9 +689,23 @@ impl Pending {
         self.decisions.iter().filter(admitted).flat_map(|d| d.takes(false)).collect()
     }
 
+    /// Reservations the store already took for decisions that answered
+    /// (admitted): what a request refused after all, or a stream that ends
+    /// now, gives back whole.
+    pub fn reserved_so_far(&self, config: &Config) -> Vec<Charge> {
+        let admitted = |d: &&PlannedDecision| matches!(&d.result, Some(Ok(o)) if o.iter().all(|l| l.allowed));
+        let decided = |d: &PlannedDecision| d.clock_ms.map(|clock| d.reservations(config, clock));
+        self.decisions.iter().filter(admitted).filter_map(decided).flatten().collect()
+    }
+
     /// Slots the store gave a request that was refused after all: to release.
     pub fn take_stranded(&mut self) -> Vec<Hold> {
         std::mem::take(&mut self.stranded)
+    }
+
+    /// Reservations the store took for a request refused after all: to give back.
+    pub fn take_stranded_reservations(&mut self) -> Vec<Charge> {
+        std::mem::take(&mut self.stranded_reservations)
     }
 
     /// The concurrency slots a request let through holds: each taken in

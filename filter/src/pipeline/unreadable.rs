@@ -48,5 +48,6 @@ where
             clock_ms: None,
         });
     }
-    Pending { now_ms, decisions, known: Vec::new(), stranded: Vec::new() }.finish(env)
+    let known = Vec::new();
+    Pending { now_ms, decisions, known, stranded: Vec::new(), stranded_reservations: Vec::new() }.finish(env)
 }

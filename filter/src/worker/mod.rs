@@ -415,9 +415,13 @@ impl Worker {
             return;
         };
         let stranded = pending.take_stranded();
+        let given_back = pending.take_stranded_reservations();
         state.pending = None;
         if !stranded.is_empty() {
             self.release_slots(host, stranded);
+        }
+        for charge in given_back {
+            self.give_back(host, charge);
         }
         // A pinned host can resume or answer a stream only from its own
         // callbacks. Decided elsewhere (a call swept on the timer), the
@@ -461,6 +465,9 @@ impl Worker {
             // Decisions that answered took their slots already; the request
             // was never decided whole, so nothing else will release them.
             given_back = pending.taken_so_far();
+            for charge in pending.reserved_so_far(&self.config) {
+                self.give_back(host, charge);
+            }
             self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
             // A slot a decision in flight takes is released when it comes.
             for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {

@@ -110,3 +110,21 @@ fn a_reservation_whose_stream_left_before_the_answer_is_given_back_whole_if_it_w
     w.on_answer(&host, host.token(2), Answer::Http { status: Some(503), body: Vec::new() });
     assert_eq!(host.sent.borrow().len(), 3);
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_reservation_of_a_request_another_rule_refused_is_given_back_whole() {
+    let host = FakeHost::new();
+    let team = r#",{"name":"team","key":["header:x-team"],"identity":"clear",
+        "limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{RESERVED}{team}")), NOW);
+    let request = chat().with("x-team", "t");
+    let body = br#"{"max_tokens":50}"#;
+    w.on_request_headers(&host, 1, &request, false);
+    w.on_request_body(&host, 1, &request, body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    assert_eq!(host.decisions_in(0), 2);
+    // The budget admits (67 taken), the team's limit refuses.
+    w.on_answer(&host, host.token(0), ints(&[1, 99_933, 60_000, 0, 0, 0, 60_000, 60_000]));
+    assert_eq!(host.replied.borrow()[0].1.status, 429);
+    assert!(host.body(1).contains("/f/67/0/"), "the request never went on: {}", host.body(1));
+}
