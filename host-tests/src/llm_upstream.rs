@@ -4,6 +4,9 @@
 //!
 //! - `x-usage: <n>` the usage to report (`usage.total_tokens`), or
 //!   `missing` (no usage object) or `garbled` (a body that is not JSON);
+//! - `x-prompt: <n>` report `usage.prompt_tokens` n (else 1), and
+//!   `x-cached: <n>` `usage.prompt_tokens_details.cached_tokens` n (else
+//!   none); `usage.completion_tokens` and `usage.total_tokens` are x-usage;
 //! - `x-usage-header: <n>` also send `x-usage-tokens: <n>`;
 //! - `x-stream: <events>` answer `text/event-stream` with that many
 //!   `data:` events (chunked), the usage in the last one, then `[DONE]`;
@@ -52,6 +55,8 @@ impl LlmUpstream {
 #[derive(Default)]
 struct Ask {
     usage: Option<String>,
+    prompt: Option<u64>,
+    cached: Option<u64>,
     usage_header: Option<String>,
     events: Option<usize>,
     pad: usize,
@@ -82,6 +87,8 @@ fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
         match name.as_str() {
             "content-length" => length = value.parse().unwrap_or(0),
             "x-usage" => ask.usage = Some(value),
+            "x-prompt" => ask.prompt = value.parse().ok(),
+            "x-cached" => ask.cached = value.parse().ok(),
             "x-usage-header" => ask.usage_header = Some(value),
             "x-stream" => ask.events = value.parse().ok(),
             "x-pad-bytes" => ask.pad = value.parse().unwrap_or(0),
@@ -100,10 +107,14 @@ fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
     Some(ask)
 }
 
-fn usage_json(usage: &Option<String>) -> String {
-    match usage.as_deref() {
+fn usage_json(ask: &Ask) -> String {
+    let prompt = ask.prompt.unwrap_or(1);
+    let cached = ask.cached.map(|c| format!(r#","prompt_tokens_details":{{"cached_tokens":{c}}}"#)).unwrap_or_default();
+    match ask.usage.as_deref() {
         None | Some("missing") => String::new(),
-        Some(n) => format!(r#","usage":{{"prompt_tokens":1,"completion_tokens":{n},"total_tokens":{n}}}"#),
+        Some(n) => {
+            format!(r#","usage":{{"prompt_tokens":{prompt},"completion_tokens":{n},"total_tokens":{n}{cached}}}"#)
+        }
     }
 }
 
@@ -122,7 +133,7 @@ fn serve(conn: TcpStream, served: &AtomicU64) {
                 } else {
                     format!(
                         r#"{{"id":"c1","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"{pad}"}}}}]{}}}"#,
-                        usage_json(&ask.usage)
+                        usage_json(&ask)
                     )
                 };
                 json(&mut w, &ask, &extra, body.into_bytes())
@@ -188,7 +199,7 @@ fn stream(w: &mut TcpStream, ask: &Ask, events: usize, extra: &str, pad: &str) -
             let _ = w.shutdown(std::net::Shutdown::Both);
             return false;
         }
-        let usage = if i + 1 == events { usage_json(&ask.usage) } else { r#","usage":null"#.to_string() };
+        let usage = if i + 1 == events { usage_json(ask) } else { r#","usage":null"#.to_string() };
         let data = format!(
             "data: {{\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{pad}\"}}}}]{usage}}}\n\n"
         );

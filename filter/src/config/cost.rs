@@ -16,6 +16,7 @@
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
+use super::prices::{self, Prices};
 use super::reservation::{self, Reservation};
 use super::rule::header_name;
 use crate::json::Value;
@@ -101,6 +102,8 @@ pub enum Cost {
         /// Reserve the worst case at admission and settle after (instead
         /// of checking `reserve`).
         reservation: Option<Reservation>,
+        /// What the usage costs per model (else: its sum).
+        prices: Option<Prices>,
     },
 }
 
@@ -128,7 +131,7 @@ impl Cost {
         match self {
             Cost::Fixed(c) => format!("fixed {c}"),
             Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
-            Cost::Response { source, default, max, reserve, reservation, .. } => {
+            Cost::Response { source, default, max, reserve, reservation, prices, .. } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
                     UsageSource::Body { json, event_stream } => {
@@ -140,7 +143,8 @@ impl Cost {
                     }
                 };
                 let reserved = reservation.as_ref().map(Reservation::fingerprint_text).unwrap_or_default();
-                format!("response {from} {default} {max} {reserve} {reserved}")
+                let priced = prices.as_ref().map(Prices::fingerprint_text).unwrap_or_default();
+                format!("response {from} {default} {max} {reserve} {reserved} {priced}")
             }
         }
     }
@@ -148,6 +152,14 @@ impl Cost {
     /// Whether the cost is known only after the response.
     pub fn after_response(&self) -> bool {
         matches!(self, Cost::Response { .. })
+    }
+
+    /// The rule's price table, if its usage is priced.
+    pub fn prices(&self) -> Option<&Prices> {
+        match self {
+            Cost::Response { prices, .. } => prices.as_ref(),
+            _ => None,
+        }
     }
 
     /// How the request's worst case is reserved, in reservation mode.
@@ -212,6 +224,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "hang_up",
             "bytes_per_unit",
             "reservation",
+            "prices",
         ],
     )?;
     let sources = ["request_header", "response_header", "response_body"];
@@ -230,7 +243,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
     if *source == "request_header" {
-        if let Some(field) = ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation"]
+        if let Some(field) = ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices"]
             .into_iter()
             .find(|f| o.value(f).is_some())
         {
@@ -278,5 +291,14 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         }
         Some(v) => Some(reservation::parse(v, &o.path_of("reservation"), max)?),
     };
-    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit, reservation })
+    let prices = match (o.value("prices"), &source) {
+        (None, _) => None,
+        (Some(v), UsageSource::Body { json, event_stream }) => {
+            Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?)
+        }
+        (Some(_), UsageSource::Header(_)) => {
+            return Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
+        }
+    };
+    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit, reservation, prices })
 }

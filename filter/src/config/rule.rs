@@ -217,8 +217,10 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let headers = o.value("response_headers").map(|v| parse_style(v, &o.path_of("response_headers"))).transpose()?;
     let shadow_headers = o.bool("shadow_headers")?.unwrap_or(false);
     let error_body = super::error_body::parse(o.str("error_body")?, &o.path_of("error_body"))?;
-    let reads_body =
-        !matcher.body.is_empty() || key.iter().any(|p| matches!(p, KeyPart::Body(_))) || cost.reservation().is_some();
+    let reads_body = !matcher.body.is_empty()
+        || key.iter().any(|p| matches!(p, KeyPart::Body(_)))
+        || cost.reservation().is_some()
+        || cost.prices().is_some();
     let request_body = super::request_body::parse(o.value("request_body"), &o.path_of("request_body"), reads_body)?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));

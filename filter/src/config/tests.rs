@@ -192,6 +192,13 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"output_fields":["a..b"]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.output_fields: \"a..b\" has an empty key (keys are joined by single dots)"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"input_bytes_per_unit":0}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.input_bytes_per_unit: must be at least 1"),
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reservation":{"default_output":1}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation: applies to a cost known after the response only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"prices":{"model":"model","models":{"a":{}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices: applies to a response_body cost only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{"a":{"usage.x":1}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models.a.usage.x: is not one of the cost's response_body fields"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{"a":{"usage.total_tokens":1000000000001}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models.a.usage.total_tokens: must be an integer from -1000000000000 to 1000000000000"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models: must price 1 to 256 models"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"models":{"a":{}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.model: is required"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{"a":{}},"default":[]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.default: must be an object of usage field paths and integer weights"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","per":0,"models":{"a":{}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.per: must be at least 1"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"max":10,"reservation":{"default_output":1}},"limits":[{"algorithm":"sliding_log","limit":5,"window":"1s"}]}"#, "rules[1].limits[0]: sliding_log cannot carry a debt: a cost known after the response needs fixed_window, sliding_window, token_bucket or gcra (or counts \"requests\")"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reserve":6},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost: reserve (6) can never be admitted by limits[0], which holds at most 5"),
         (r#"{"name":"api","key":["path"],"lease":{"max_units":10,"max_age":"5s"},"limits":[{"algorithm":"sliding_log","limit":5,"window":"1s"}]}"#, "rules[1].lease: limits[0] is a sliding_log, which keeps each admitted request with the time it came: a leased unit has no time until it is spent (use another algorithm, or no lease)"),
@@ -298,6 +305,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
             hang_up: HangUp::Max,
             bytes_per_unit: BYTES_PER_UNIT,
             reservation: None,
+            prices: None,
         }
     );
     assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));

@@ -5,7 +5,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::breaker::{self, Gate};
-use crate::config::{BodyInvalid, Config, Cost, Counts, FailureMode, Limit, Rule};
+use crate::config::{BodyInvalid, Config, Cost, Counts, FailureMode, Limit, Price, Rule};
 use crate::deny_cache::DenyCache;
 use crate::error_body::Denied;
 use crate::fallback::FallbackLimit;
@@ -68,6 +68,8 @@ pub struct Charge {
     /// to settle: `None` when nothing was (the check-then-charge mode, or
     /// a request the local fallback admitted while the store failed).
     pub reserved: Option<Reserved>,
+    /// The price of the request's model, when the rule prices its usage.
+    pub price: Option<Arc<Price>>,
 }
 
 /// A reservation the store took for one request.
@@ -176,6 +178,8 @@ pub struct PlannedDecision {
     /// The clock the store decided it on (its keys' windows): where a
     /// reservation it took is given back.
     clock_ms: Option<u64>,
+    /// The price of each priced rule (by index), from the request's model.
+    prices: Vec<(usize, Arc<Price>)>,
 }
 
 impl PlannedDecision {
@@ -187,7 +191,16 @@ impl PlannedDecision {
             .filter(|l| l.rule == r && rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost))
             .map(|l| (l.limit, l.offset_ms))
             .collect();
-        Charge { rule: r, identity: self.identity.clone(), slot: self.slot, limits, digest: self.digest, reserved }
+        let price = self.prices.iter().find(|(p, _)| *p == r).map(|(_, price)| price.clone());
+        Charge {
+            rule: r,
+            identity: self.identity.clone(),
+            slot: self.slot,
+            limits,
+            digest: self.digest,
+            reserved,
+            price,
+        }
     }
 
     /// What it reserves if the store admits it (decided on `clock_ms`), one
@@ -383,8 +396,19 @@ where
         }
         let mut rules = Vec::new();
         let mut limits = Vec::new();
+        let mut prices = Vec::new();
         for &r in &matched {
             let rule = &config.rules[r];
+            let settings = rule.request_body.unwrap_or_default();
+            let price = match rule.cost.prices().map(|p| pricing::price_of(req.body(), p, settings)) {
+                None => None,
+                Some(Ok(price)) => Some(price),
+                Some(Err(_)) if rule.shadow => continue,
+                Some(Err(problem)) => {
+                    env.metrics.count(r, Event::BadRequest);
+                    return Start::Done(Outcome::Reply(pricing::unpriced(&problem, &rule.name)));
+                }
+            };
             let cost = match &rule.cost {
                 Cost::RequestHeader { name, max, default } => match header_cost(req, name, *max, *default) {
                     Some(c) => c,
@@ -396,8 +420,7 @@ where
                     }
                 },
                 Cost::Response { reservation: Some(reservation), max, .. } => {
-                    let settings = rule.request_body.unwrap_or_default();
-                    match reservation::worst_case(req.body(), reservation, *max, settings) {
+                    match reservation::worst_case(req.body(), reservation, *max, settings, price.as_deref()) {
                         Ok(units) => units,
                         Err(_) if rule.shadow => continue,
                         Err((problem, part)) => {
@@ -423,6 +446,9 @@ where
                 known.push((r, Verdict::Denied(vec![shown])));
                 continue;
             }
+            if let Some(price) = price {
+                prices.push((r, price));
+            }
             rules.push(r);
             let first = limits.len();
             plan_limits(&mut limits, r, rule, cost, &digest, env.random);
@@ -445,6 +471,7 @@ where
             lease,
             result: None,
             clock_ms: None,
+            prices,
         });
     }
     if decisions.is_empty() && known.is_empty() {
@@ -751,6 +778,7 @@ impl Pending {
 
 mod body_refusal;
 mod leases;
+mod pricing;
 mod reads;
 mod reservation;
 mod response_fields;
@@ -766,3 +794,4 @@ pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};
 use std::cell::RefCell;
+use std::sync::Arc;

@@ -1,10 +1,11 @@
 //! What a request of a rule in reservation mode takes at admission: the
 //! worst its body allows (`config::Reservation`). The body's own bound on
 //! the output (the largest of the output fields, else the rule's default)
-//! plus its bytes as input, at most the cost's `max`, at least 1 (the
-//! script takes no empty amount).
+//! plus its bytes as input, priced at its model's dearest usage field when
+//! the rule has prices, at most the cost's `max`, at least 1 (the script
+//! takes no empty amount).
 
-use crate::config::{BodyInvalid, BodySettings, Reservation};
+use crate::config::{BodyInvalid, BodySettings, Price, Reservation};
 use crate::request::{Body, BodyProblem};
 
 /// What the request reserves, or why its body cannot say, with the field
@@ -15,9 +16,11 @@ pub(super) fn worst_case(
     reservation: &Reservation,
     max: u64,
     settings: BodySettings,
+    price: Option<&Price>,
 ) -> Result<u64, (BodyProblem, String)> {
     match read(body, reservation, settings.max_bytes) {
-        Ok(units) => Ok(units.clamp(1, max.max(1))),
+        // Priced: what that many units cost at the most expensive field.
+        Ok(units) => Ok(price.map_or(units, |p| p.most(units)).clamp(1, max.max(1))),
         Err(_) if settings.invalid == BodyInvalid::Absent => Ok(max.max(1)),
         Err(e) => Err(e),
     }
@@ -47,7 +50,7 @@ mod tests {
 
     fn reserve(body: &[u8], invalid: BodyInvalid) -> Result<u64, (BodyProblem, String)> {
         let settings = BodySettings { invalid, ..BodySettings::default() };
-        worst_case(&Body::of(body), &reservation(1000, 1), 100_000, settings)
+        worst_case(&Body::of(body), &reservation(1000, 1), 100_000, settings, None)
     }
 
     #[test]
@@ -68,12 +71,12 @@ mod tests {
     fn input_is_counted_per_configured_bytes_rounded_up_and_the_whole_is_capped_at_max() {
         let settings = BodySettings::default();
         let body = Body::of(br#"{"max_tokens":10}"#); // 17 bytes
-        assert_eq!(worst_case(&body, &reservation(0, 4), 100, settings), Ok(10 + 5));
-        assert_eq!(worst_case(&body, &reservation(0, 1), 20, settings), Ok(20), "max");
+        assert_eq!(worst_case(&body, &reservation(0, 4), 100, settings, None), Ok(10 + 5));
+        assert_eq!(worst_case(&body, &reservation(0, 1), 20, settings, None), Ok(20), "max");
         let huge = Body::of(br#"{"max_tokens":9007199254740991}"#);
-        assert_eq!(worst_case(&huge, &reservation(0, 1), 100, settings), Ok(100), "saturates, then max");
+        assert_eq!(worst_case(&huge, &reservation(0, 1), 100, settings, None), Ok(100), "saturates, then max");
         let zero = Body::of(br#"{"max_tokens":0}"#);
-        assert_eq!(worst_case(&zero, &reservation(0, 1000), 100, settings), Ok(1), "never an empty amount");
+        assert_eq!(worst_case(&zero, &reservation(0, 1000), 100, settings, None), Ok(1), "never an empty amount");
     }
 
     #[test]
@@ -90,10 +93,10 @@ mod tests {
         assert!(matches!(not_json, (BodyProblem::NotJson(_), ref part) if part == "body:max_tokens"), "{not_json:?}");
         assert_eq!(reserve(b"max_tokens=1", BodyInvalid::Absent), Ok(100_000));
         let settings = BodySettings { max_bytes: 4, ..BodySettings::default() };
-        let long = worst_case(&Body::of(br#"{"max_tokens":1}"#), &reservation(0, 1), 50, settings);
+        let long = worst_case(&Body::of(br#"{"max_tokens":1}"#), &reservation(0, 1), 50, settings, None);
         assert_eq!(long, Err((BodyProblem::TooLarge(4), "the request body".to_string())));
         assert_eq!(
-            worst_case(&Body::Unreadable, &reservation(0, 1), 50, settings).map_err(|e| e.0),
+            worst_case(&Body::Unreadable, &reservation(0, 1), 50, settings, None).map_err(|e| e.0),
             Err(BodyProblem::Unreadable)
         );
     }

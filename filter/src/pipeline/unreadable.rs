@@ -46,6 +46,7 @@ where
             lease: None,
             result: Some(Err(StoreError::RequestUnreadable)),
             clock_ms: None,
+            prices: Vec::new(),
         });
     }
     let known = Vec::new();

@@ -50,10 +50,12 @@
 mod decode;
 mod fields;
 mod json;
+mod price;
 mod sse;
 
 pub use decode::{DecodedReader, Encoding};
 pub use fields::{UsageFields, MAX_PATHS, MAX_SEGMENTS, MAX_SEGMENT_LEN};
+pub use price::Weighing;
 
 use json::{Document, Outcome};
 use sse::{EventSink, EventSplitter};
@@ -83,7 +85,8 @@ impl BodyFormat {
 /// What the body reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Usage {
-    /// The sum of the configured fields that had a value.
+    /// The sum of the configured fields that had a value (or, priced,
+    /// their weighted sum: see [`UsageReader::priced`]).
     Found(u64),
     /// None of the configured fields had a value.
     Missing,
@@ -115,6 +118,8 @@ pub struct UsageReader {
     reported: [Option<u64>; MAX_PATHS],
     /// Event streams: events whose data was a JSON document.
     json_events: u64,
+    /// What the values cost, if priced (else they are summed).
+    price: Option<Weighing>,
 }
 
 impl UsageReader {
@@ -132,7 +137,14 @@ impl UsageReader {
             events: EventSplitter::default(),
             reported: [None; MAX_PATHS],
             json_events: 0,
+            price: None,
         }
+    }
+
+    /// The same reader reporting what the values cost at `price` instead
+    /// of their sum.
+    pub fn priced(self, price: Option<Weighing>) -> UsageReader {
+        UsageReader { price, ..self }
     }
 
     /// Reads the next chunk of the body.
@@ -184,7 +196,7 @@ impl UsageReader {
             BodyFormat::Json => self.document.values(),
             BodyFormat::EventStream => &self.reported,
         };
-        let Usage::Found(sum) = total(values) else { return None };
+        let Usage::Found(sum) = total(values, self.price) else { return None };
         Some((sum, values.iter().take(self.fields.len()).all(Option::is_some)))
     }
 
@@ -200,10 +212,10 @@ impl UsageReader {
         let usage = match self.format {
             BodyFormat::Json => match self.document.end() {
                 Outcome::Complete { error: Some(reason), .. } | Outcome::Invalid(reason) => Usage::Garbled(reason),
-                Outcome::Complete { values, error: None } => total(&values),
+                Outcome::Complete { values, error: None } => total(&values, self.price),
             },
             // An event still open has no blank line: it is dropped.
-            BodyFormat::EventStream => total(&self.reported),
+            BodyFormat::EventStream => total(&self.reported, self.price),
         };
         self.result = Some(usage);
         usage
@@ -239,12 +251,15 @@ impl UsageReader {
     }
 }
 
-/// The sum of the values found, if any.
-fn total(values: &[Option<u64>]) -> Usage {
+/// The sum of the values found, or what they cost at `price`, if any.
+fn total(values: &[Option<u64>], price: Option<Weighing>) -> Usage {
     if values.iter().all(Option::is_none) {
         return Usage::Missing;
     }
-    Usage::Found(values.iter().flatten().fold(0, |sum, v| sum.saturating_add(*v)))
+    match price {
+        Some(p) => Usage::Found(p.cost(values)),
+        None => Usage::Found(values.iter().flatten().fold(0, |sum, v| sum.saturating_add(*v))),
+    }
 }
 
 /// Runs each event's data through the JSON document.

@@ -69,7 +69,7 @@ impl Worker {
     /// the client's charge still waiting for a call, else queued anew.
     pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        let units = amount(&rule.cost, &reported);
+        let units = amount(&rule.cost, charge.price.as_deref(), &reported);
         host.count(charge.rule, Event::Charged);
         match &reported {
             Reported::Found(_) => {}

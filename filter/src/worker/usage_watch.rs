@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use crate::config::{Config, Cost, HangUp, Unreadable, UsageSource};
+use crate::config::{Config, Cost, HangUp, Price, Unreadable, UsageSource};
 use crate::pipeline::Charge;
 use crate::usage::{BodyFormat, DecodedReader, Encoding, Usage, UsageReader};
 
@@ -162,7 +162,8 @@ impl UsageWatch {
                 }
             },
         };
-        let reader = DecodedReader::new(UsageReader::new(fields, format, MAX_USAGE_BODY), encoding);
+        let price = self.charge.price.as_ref().map(|p| p.of(format));
+        let reader = DecodedReader::new(UsageReader::new(fields, format, MAX_USAGE_BODY).priced(price), encoding);
         let mut tap = BodyTap { reader, format, error_answer, slot };
         if end_of_stream {
             return Some(tap.finish());
@@ -262,12 +263,14 @@ fn parse_header(value: Option<Vec<u8>>) -> Reported {
 /// at least what usage was read, at least `default`, at most `max`); an
 /// unreadable body: `max` (or `default`, if the rule says so); no response
 /// headers at all: `default` (or `max`, if the rule's `hang_up` says so).
-pub fn amount(cost: &Cost, reported: &Reported) -> u64 {
+pub fn amount(cost: &Cost, price: Option<&Price>, reported: &Reported) -> u64 {
     let Cost::Response { default, max, unreadable, hang_up, bytes_per_unit, .. } = cost else { return 0 };
     match reported {
         Reported::Found(n) => (*n).min(*max),
         Reported::Missing(d) => {
             let estimate = if d.event_stream { d.events } else { d.bytes.div_ceil((*bytes_per_unit).max(1)) };
+            // Priced: the estimated units at the dearest field's price.
+            let estimate = price.map_or(estimate, |p| p.most(estimate));
             estimate.max(d.partial.unwrap_or(0)).max(*default).min(*max)
         }
         Reported::Unreadable(_) => match unreadable {
@@ -302,6 +305,7 @@ mod tests {
             hang_up,
             bytes_per_unit: 4,
             reservation: None,
+            prices: None,
         }
     }
 
@@ -328,12 +332,12 @@ mod tests {
             (Reported::Unreadable("x".into()), 10_000),
         ];
         for (reported, want) in cases {
-            assert_eq!(amount(&c, &reported), want, "{reported:?}");
+            assert_eq!(amount(&c, None, &reported), want, "{reported:?}");
         }
-        assert_eq!(amount(&cost(Unreadable::Default), &Reported::Unreadable("x".into())), 100);
-        assert_eq!(amount(&c, &Reported::NoResponse), 100, "hung up before the headers: default");
-        assert_eq!(amount(&cost_of(Unreadable::Default, HangUp::Max), &Reported::NoResponse), 10_000);
-        assert_eq!(amount(&Cost::Fixed(3), &Reported::Found(5)), 0, "a fixed cost is never charged after");
+        assert_eq!(amount(&cost(Unreadable::Default), None, &Reported::Unreadable("x".into())), 100);
+        assert_eq!(amount(&c, None, &Reported::NoResponse), 100, "hung up before the headers: default");
+        assert_eq!(amount(&cost_of(Unreadable::Default, HangUp::Max), None, &Reported::NoResponse), 10_000);
+        assert_eq!(amount(&Cost::Fixed(3), None, &Reported::Found(5)), 0, "a fixed cost is never charged after");
     }
 
     #[test]

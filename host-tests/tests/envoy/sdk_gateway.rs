@@ -182,3 +182,55 @@ print([chunk.usage.total_tokens for chunk in stream if chunk.usage][-1])
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_budget_in_money_across_models_is_charged_to_the_micro_dollar() {
+    start_clear_of_boundary(HOUR, Duration::from_secs(120));
+    // $50 an hour per key across models, in micro-dollars: prices per
+    // million tokens (gpt-4o $2.50 in, $10 out, cached input $1.25 off the
+    // input price; gpt-4o-mini $0.15, $0.60, $0.075).
+    let edits = [
+        TEST_TIMEOUT,
+        Edit { from: r#""key": ["header:authorization", "body:model"],"#, to: r#""key": ["header:authorization"],"# },
+        Edit {
+            from: r#""cost": { "response_body": "usage.total_tokens", "default": 1000, "max": 200000, "hang_up": "max","#,
+            to: r#""cost": { "response_body": ["usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens"],
+                                    "default": 1000, "max": 200000, "hang_up": "max",
+                                    "prices": { "model": "model", "per": 1000000, "models": {
+                                      "gpt-4o": { "usage.prompt_tokens": 2500000, "usage.completion_tokens": 10000000, "usage.prompt_tokens_details.cached_tokens": -1250000 },
+                                      "gpt-4o-mini": { "usage.prompt_tokens": 150000, "usage.completion_tokens": 600000, "usage.prompt_tokens_details.cached_tokens": -75000 } } },"#,
+        },
+        Edit {
+            from: r#"{ "algorithm": "token_bucket", "limit": 100000, "window": "1h" }"#,
+            to: r#"{ "algorithm": "fixed_window", "limit": 50000000, "window": "1h" }"#,
+        },
+    ];
+    let gw = LlmGateway::start(&edits);
+    let out = python(
+        &format!(
+            "{CLIENT}{}",
+            r#"
+client(0, 500, **{"x-prompt": "1000", "x-cached": "400"}).chat.completions.create(model="gpt-4o", messages=hi)
+client(0, 333, **{"x-prompt": "1000"}).chat.completions.create(model="gpt-4o-mini", messages=hi)
+try:
+    client(0, 1).chat.completions.create(model="gpt-5-unpriced", messages=hi)
+    print("admitted")
+except openai.BadRequestError as e:
+    # The SDK keeps the body's "error" member as e.body.
+    print(e.status_code, e.body, "|", e.response.json()["detail"])
+"#
+        ),
+        gw.envoy.port,
+    );
+    assert_eq!(out, "400 model_not_priced | the model the request names has no price");
+    // gpt-4o: 1,000 × 2.5 + 500 × 10 - 400 × 1.25 = 7,000 µ$; gpt-4o-mini:
+    // 1,000 × 0.15 + 333 × 0.6 = 349.8, rounded up: 350.
+    wait_stat(&gw, "charged_units", 7_000 + 350);
+    let held: u64 = gw
+        .redis_dump()
+        .iter()
+        .filter(|(k, _)| k.contains(":llm:fw:3600000:"))
+        .map(|(_, v)| v.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(held, 7_350, "both reservations settled to the micro-dollar");
+}
