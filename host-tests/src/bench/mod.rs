@@ -27,5 +27,6 @@ pub mod store_calls;
 pub mod store_cost;
 pub mod store_memory;
 pub mod stream_memory;
+pub mod reservation_cost;
 pub mod token_streams;
 pub mod wrk;

@@ -7,7 +7,7 @@
 //! sections).
 //!
 //! `bench <dir>`. BENCH_QUICK=1: seconds instead of minutes (development).
-//! BENCH_ONLY=proxy,nginx,module,tokens,store,batches,instructions,memory,abuse,accuracy:
+//! BENCH_ONLY=proxy,nginx,module,tokens,reservation,store,batches,instructions,memory,abuse,accuracy:
 //! only those parts, and the report goes to `<dir>/BENCHMARKS.md` instead of
 //! the repository's. BENCH_CASES=<parts of case labels> (with BENCH_ONLY=proxy):
 //! only those cases of the proxy sitting, BENCH_ROUNDS of them (default 5),
@@ -29,7 +29,7 @@ use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, kept_sections, table, targets_table, Section, Target};
 use host_tests::bench::{
     abuse, accuracy, batching, module_work, nginx_cost, proxy_cost, proxy_sitting, script_instructions, store_batches,
-    store_cost, store_memory, token_streams,
+    reservation_cost, store_cost, store_memory, token_streams,
 };
 use host_tests::paths::{root, BENCHMARKS};
 use host_tests::redis_server::RedisServer;
@@ -77,6 +77,9 @@ fn main() {
     if wanted("tokens") {
         let streams = if quick { 200 } else { token_streams::STREAMS };
         done(token_streams::run(rounds, secs(1.0, 4.0), secs(1.0, 1.0), streams));
+    }
+    if wanted("reservation") {
+        done(reservation_cost::run(rounds, secs(1.0, 4.0), secs(1.0, 1.0)));
     }
     if wanted("store") || wanted("batches") || wanted("memory") {
         let redis = RedisServer::start();
