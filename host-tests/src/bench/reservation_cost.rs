@@ -9,15 +9,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::envoy_variants::replace_wasm_block;
 use super::proc_cpu::cpu_seconds;
 use super::report::{table, Section, Target};
 use super::sse_upstream::{SseUpstream, TOTAL_TOKENS};
 use super::stats::Summary;
+use super::token_streams::streams_envoy;
 use super::wrk::{self, WrkRun};
-use crate::envoy::{render, Envoy, EnvoyTemplate};
-use crate::paths::dist;
-use crate::process::free_port;
+use crate::envoy::Envoy;
 use crate::redis_server::RedisServer;
 use crate::webdis::Webdis;
 
@@ -49,26 +47,15 @@ fn variants() -> [(&'static str, Option<String>); 4] {
 }
 
 fn start(rules: Option<&str>, upstream: u16, webdis: u16) -> Envoy {
-    let (listener, admin) = (free_port(), free_port());
-    let t = EnvoyTemplate {
-        listener,
-        admin,
-        backend: upstream,
-        webdis,
-        module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(rules.unwrap_or("{}").to_string()),
-    };
-    let rendered = render(&t).replacen("timeout: 5s", "timeout: 0s", 1);
-    let config = match rules {
-        None => replace_wasm_block(&rendered, ""),
-        // The body reaches the filter while the headers wait.
-        Some(_) => rendered.replacen(
+    // The body reaches the filter while the headers wait.
+    let stop_iteration = |config: String| {
+        config.replacen(
             "failure_policy: FAIL_RELOAD",
             "failure_policy: FAIL_RELOAD\n                allow_on_headers_stop_iteration: true",
             1,
-        ),
+        )
     };
-    Envoy::start(&config, listener, admin, 1).unwrap_or_else(|e| panic!("Envoy refused to start:\n{}", e.log))
+    streams_envoy(rules, upstream, webdis, stop_iteration)
 }
 
 /// One run: wrk, Envoy's CPU per request and store calls per request.
@@ -89,9 +76,8 @@ pub fn run(rounds: usize, duration: Duration, warmup: Duration) -> Section {
     let variants = variants();
     let envoys: Vec<Envoy> = variants.iter().map(|(_, r)| start(r.as_deref(), upstream.port, webdis.port)).collect();
     let script = std::env::temp_dir().join(format!("ratelimit-bench-post-{}.lua", std::process::id()));
-    let lua = format!(
-        "wrk.method = \"POST\"\nwrk.body = '{BODY}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n"
-    );
+    let lua =
+        format!("wrk.method = \"POST\"\nwrk.body = '{BODY}'\nwrk.headers[\"Content-Type\"] = \"application/json\"\n");
     std::fs::write(&script, lua).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
     for e in &envoys {
         let _ = wrk::run_script(&format!("http://127.0.0.1:{}{PATH}", e.port), CONNECTIONS, warmup, Some(&script));

@@ -60,6 +60,14 @@ const NAMES: [&str; 3] = ["no filter", "token rule (`llm`)", "token rule + concu
 /// concurrency limit) in front of the upstream, the route's timeout off as
 /// streams need.
 fn start(which: usize, upstream: u16, webdis: u16) -> Envoy {
+    let rule = if which == 2 { CONCURRENCY_RULE } else { TOKEN_RULE };
+    streams_envoy((which != 0).then_some(rule), upstream, webdis, |config| config)
+}
+
+/// Envoy from `envoy.yaml` with plugin configuration `rules` (none: no
+/// filter) in front of `upstream`, the route's timeout off as streams
+/// need, and `edit` applied to a configuration with the filter.
+pub fn streams_envoy(rules: Option<&str>, upstream: u16, webdis: u16, edit: impl Fn(String) -> String) -> Envoy {
     let (listener, admin) = (free_port(), free_port());
     let t = EnvoyTemplate {
         listener,
@@ -67,14 +75,13 @@ fn start(which: usize, upstream: u16, webdis: u16) -> Envoy {
         backend: upstream,
         webdis,
         module: dist("ratelimit.wasm").display().to_string(),
-        plugin_config: Some(if which == 2 { CONCURRENCY_RULE } else { TOKEN_RULE }.to_string()),
+        plugin_config: Some(rules.unwrap_or(TOKEN_RULE).to_string()),
     };
     let rendered = render(&t);
     assert_eq!(rendered.matches("timeout: 5s").count(), 1, "envoy.yaml's route timeout moved");
     let rendered = rendered.replacen("timeout: 5s", "timeout: 0s", 1);
-    let config = if which == 0 { replace_wasm_block(&rendered, "") } else { rendered };
-    Envoy::start(&config, listener, admin, 1)
-        .unwrap_or_else(|e| panic!("{} refused to start:\n{}", NAMES[which], e.log))
+    let config = if rules.is_none() { replace_wasm_block(&rendered, "") } else { edit(rendered) };
+    Envoy::start(&config, listener, admin, 1).unwrap_or_else(|e| panic!("Envoy refused to start:\n{}", e.log))
 }
 
 /// One run: wrk, Envoy's CPU per request and store calls per request.

@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use host_tests::bench::machine::{compilers, Machine};
 use host_tests::bench::report::{document, kept_sections, table, targets_table, Section, Target};
 use host_tests::bench::{
-    abuse, accuracy, batching, module_work, nginx_cost, proxy_cost, proxy_sitting, script_instructions, store_batches,
-    reservation_cost, store_cost, store_memory, token_streams,
+    abuse, accuracy, batching, module_work, nginx_cost, proxy_cost, proxy_sitting, reservation_cost,
+    script_instructions, store_batches, store_cost, store_memory, token_streams,
 };
 use host_tests::paths::{root, BENCHMARKS};
 use host_tests::redis_server::RedisServer;

@@ -44,3 +44,28 @@ pub fn plugin_config(rules: &str) -> String {
             "circuit_breaker":{{"failures":3,"open":"1s"}}}},"rules":[{rules}]}}"#
     )
 }
+
+/// The fixed-window count of rule `llm` for `key` in Redis (0 if none
+/// yet), in domain `t` (`plugin_config`).
+pub fn charged(stack: &host_tests::stack::Stack, key: &str) -> u64 {
+    let mut c = stack.redis.connect();
+    let pattern = format!("t:{{{}}}:llm:fw:*", ratelimit::identity::digest(key));
+    let keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(&mut c).unwrap();
+    keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
+}
+
+/// Waits until `key`'s count is `want` (charges land after the response);
+/// `rising`: it never passes `want` on the way (check-then-charge; a
+/// reservation holds more until it is settled).
+pub fn wait_charged(stack: &host_tests::stack::Stack, key: &str, want: u64, rising: bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let got = charged(stack, key);
+        if got == want {
+            return;
+        }
+        assert!(!rising || got < want, "{key}: charged {got}, more than {want}");
+        assert!(std::time::Instant::now() < deadline, "{key}: charged {got}, never {want}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

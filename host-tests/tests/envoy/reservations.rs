@@ -3,16 +3,15 @@
 //! all or nothing, and the response settles it. Concurrent requests
 //! against a nearly spent budget cannot take it past its limit together.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use host_tests::envoy::Edit;
 use host_tests::http::{agent, send_body, Answer};
 use host_tests::llm_upstream::LlmUpstream;
 use host_tests::stack::Stack;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
-use ratelimit::identity::digest;
 
-use crate::plugin_config;
+use crate::{charged, plugin_config, wait_charged};
 
 /// 1,000 tokens an hour per API key; a request reserves its `max_tokens`
 /// (or 300) plus one token per body byte.
@@ -43,26 +42,6 @@ fn chat(port: u16, key: &str, body: &str, asks: &[(&str, &str)]) -> Answer {
     send_body(&agent(Duration::from_secs(60)), "POST", &url, &headers, body.as_bytes())
 }
 
-/// The tokens `key` holds in Redis this hour.
-fn charged(stack: &Stack, key: &str) -> u64 {
-    let mut c = stack.redis.connect();
-    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("t:{{{}}}:llm:fw:*", digest(key))).query(&mut c).unwrap();
-    keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
-}
-
-/// Waits until `key` holds `want` tokens (settlements land after the response).
-fn wait_charged(stack: &Stack, key: &str, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let got = charged(stack, key);
-        if got == want {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{key}: holds {got}, never {want}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn fifty_concurrent_requests_never_take_a_nearly_spent_budget_past_its_limit() {
     let (stack, _upstream) = start(RESERVED);
@@ -72,7 +51,7 @@ fn fifty_concurrent_requests_never_take_a_nearly_spent_budget_past_its_limit() {
                                         // Spent down to 3.5 worst cases.
     let spent = 1000 - 3 * worst - worst / 2;
     assert_eq!(chat(port, "k", body, &[("x-usage", &spent.to_string())]).status, 200);
-    wait_charged(&stack, "k", spent);
+    wait_charged(&stack, "k", spent, false);
     // 50 at once, each using all it reserved and holding it 300 ms.
     let usage = worst.to_string();
     let answers: Vec<Answer> = std::thread::scope(|s| {
@@ -83,7 +62,7 @@ fn fifty_concurrent_requests_never_take_a_nearly_spent_budget_past_its_limit() {
     let admitted = answers.iter().filter(|a| a.status == 200).count();
     let denied = answers.iter().filter(|a| a.status == 429).count();
     assert_eq!((admitted, denied), (3, 47), "3.5 worst cases left: 3 fit, whatever the interleaving");
-    wait_charged(&stack, "k", spent + 3 * worst);
+    wait_charged(&stack, "k", spent + 3 * worst, false);
     assert!(spent + 3 * worst <= 1000);
 }
 
@@ -94,15 +73,15 @@ fn each_response_settles_its_reservation_to_what_it_used() {
     // Used less than reserved: the rest comes back.
     let bounded = r#"{"model":"m","max_tokens":500}"#;
     assert_eq!(chat(port, "k", bounded, &[("x-usage", "37")]).status, 200);
-    wait_charged(&stack, "k", 37);
+    wait_charged(&stack, "k", 37, false);
     // A stream (stream_options.include_usage): its last event's usage.
     let streamed = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":90}"#;
     let a = chat(port, "k", streamed, &[("x-usage", "41"), ("x-stream", "20")]);
     assert_eq!((a.status, a.body.matches("data: ").count()), (200, 21), "read whole");
-    wait_charged(&stack, "k", 37 + 41);
+    wait_charged(&stack, "k", 37 + 41, false);
     // No bound stated: 300 reserved; the upstream used more: charged all of it.
     assert_eq!(chat(port, "k", r#"{"model":"m"}"#, &[("x-usage", "2000")]).status, 200);
-    wait_charged(&stack, "k", 37 + 41 + 2000);
+    wait_charged(&stack, "k", 37 + 41 + 2000, false);
     // A bound that is no count is refused before anything is reserved.
     let a = chat(port, "k", r#"{"model":"m","max_tokens":"many"}"#, &[]);
     assert_eq!(

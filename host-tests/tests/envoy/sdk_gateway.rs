@@ -37,6 +37,12 @@ fn wait_stat(gw: &LlmGateway, event: &str, want: u64) {
     assert_eq!(gw.stat(event), want, "{event}");
 }
 
+/// What rule `llm`'s fixed hour windows hold in Redis, every key summed.
+fn window_held(gw: &LlmGateway) -> u64 {
+    let held = gw.redis_dump().into_iter().filter(|(k, _)| k.contains(":llm:fw:3600000:"));
+    held.map(|(_, v)| v.parse::<u64>().unwrap()).sum()
+}
+
 #[test]
 fn each_model_has_its_own_budget_and_the_sdk_says_which_limit_and_how_long() {
     start_clear_of_boundary(HOUR, Duration::from_secs(120));
@@ -168,17 +174,8 @@ print([chunk.usage.total_tokens for chunk in stream if chunk.usage][-1])
     wait_stat(&gw, "charged_units", 321);
     // Reserved 2,000 and more; settled: the window holds exactly 321.
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let held: u64 = gw
-            .redis_dump()
-            .iter()
-            .filter(|(k, _)| k.contains(":llm:fw:3600000:"))
-            .map(|(_, v)| v.parse::<u64>().unwrap())
-            .sum();
-        if held == 321 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the window holds {held}");
+    while window_held(&gw) != 321 {
+        assert!(Instant::now() < deadline, "the window holds {}", window_held(&gw));
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -226,11 +223,5 @@ except openai.BadRequestError as e:
     // gpt-4o: 1,000 × 2.5 + 500 × 10 - 400 × 1.25 = 7,000 µ$; gpt-4o-mini:
     // 1,000 × 0.15 + 333 × 0.6 = 349.8, rounded up: 350.
     wait_stat(&gw, "charged_units", 7_000 + 350);
-    let held: u64 = gw
-        .redis_dump()
-        .iter()
-        .filter(|(k, _)| k.contains(":llm:fw:3600000:"))
-        .map(|(_, v)| v.parse::<u64>().unwrap())
-        .sum();
-    assert_eq!(held, 7_350, "both reservations settled to the micro-dollar");
+    assert_eq!(window_held(&gw), 7_350, "both reservations settled to the micro-dollar");
 }
