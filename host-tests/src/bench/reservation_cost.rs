@@ -24,13 +24,46 @@ const CONNECTIONS: u32 = 8;
 const PATH: &str = "/v1/chat/completions";
 /// What wrk posts: 64 output tokens stated, 73 bytes: 137 reserved.
 const BODY: &str = r#"{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;
+/// The cost's `default`: what a request cut off before its usage pays.
+const DEFAULT_COST: u64 = 1000;
+/// What the reservation Envoy reserves per request: `max_tokens` and the body's bytes.
+const RESERVED: u64 = 64 + BODY.len() as u64;
+
+/// What the reservation Envoy's stats say of its settlements: every
+/// admitted request settled, each answered one given back what its usage
+/// left of the reservation, each cut off (by wrk's end) charged the default.
+#[derive(Clone, Copy, Debug)]
+struct Settled {
+    allowed: u64,
+    charges: u64,
+    /// Settled without a usage: cut off before the last event.
+    cut_off: u64,
+    units: u64,
+    charge_errors: u64,
+}
+
+impl Settled {
+    /// Settled with a usage below the reservation, so with a refund.
+    fn refunded(&self) -> u64 {
+        self.charges.saturating_sub(self.cut_off)
+    }
+
+    /// Every admitted request settled, the store took every settlement,
+    /// and the units are exactly the usage of the answered ones and the
+    /// default of the cut-off ones (so each answered one was refunded).
+    fn whole(&self) -> bool {
+        self.charges == self.allowed
+            && self.charge_errors == 0
+            && self.units == TOTAL_TOKENS * self.refunded() + DEFAULT_COST * self.cut_off
+    }
+}
 
 /// The rule of each Envoy with the filter: `key` and the cost's extra fields.
 fn rule(key: &str, mode: &str) -> String {
     format!(
         r#"{{"domain":"bench","store":{{"transport":"webdis","cluster":"ratelimit_store","authority":"webdis","timeout_ms":1000}},
   "rules":[{{"name":"llm","match":{{"path_prefix":"/v1/"}},"key":{key},
-  "cost":{{"response_body":"usage.total_tokens","default":1000,"max":200000,{mode}}},
+  "cost":{{"response_body":"usage.total_tokens","default":{DEFAULT_COST},"max":200000,{mode}}},
   "limits":[{{"algorithm":"token_bucket","limit":1000000000,"window":"1h"}}]}}]}}"#
     )
 }
@@ -92,8 +125,17 @@ pub fn run(rounds: usize, duration: Duration, warmup: Duration) -> Section {
         }
     }
     let _ = std::fs::remove_file(&script);
-    let stat = |i: usize, e: &str| envoys[i].stat(&format!("wasmcustom.ratelimit.llm.{e}"));
-    let settled = (stat(3, "charges"), stat(3, "charged_units"), stat(3, "allowed"));
+    // The settlements of the last requests reach the store.
+    std::thread::sleep(Duration::from_millis(500));
+    let stat = |e: &str| envoys[3].stat(&format!("wasmcustom.ratelimit.llm.{e}"));
+    let settled = Settled {
+        allowed: stat("allowed"),
+        charges: stat("charges"),
+        cut_off: stat("usage_missing"),
+        units: stat("charged_units"),
+        charge_errors: stat("charge_errors"),
+    };
+    eprintln!("  reservation settlements: {settled:?}");
     section(&variants, &runs, rounds, duration, settled)
 }
 
@@ -102,7 +144,7 @@ fn section(
     runs: &[Vec<(WrkRun, f64, f64)>],
     rounds: usize,
     duration: Duration,
-    (charges, units, allowed): (u64, u64, u64),
+    settled: Settled,
 ) -> Section {
     let cpu = |i: usize| runs[i].iter().map(|r| r.1).collect::<Vec<f64>>();
     let calls = |i: usize| Summary::of(&runs[i].iter().map(|r| r.2).collect::<Vec<_>>());
@@ -135,6 +177,20 @@ fn section(
             true,
             String::new(),
         ),
+        Target::new(
+            "LLM requests reserved and settled with a refund",
+            "every admitted request settled; each answered one given back its unused reservation",
+            format!("{} of {} ({} cut off by wrk's end)", settled.refunded(), settled.allowed, settled.cut_off),
+            settled.whole(),
+            if settled.whole() {
+                String::new()
+            } else {
+                format!(
+                    "{} settled of {} admitted, {} units, {} charge errors",
+                    settled.charges, settled.allowed, settled.units, settled.charge_errors
+                )
+            },
+        ),
     ];
     let figures = json!({
         "cpu": (0..runs.len()).map(|i| json!({"envoy": variants[i].0, "cpu_us": Summary::of(&cpu(i)).to_json()})).collect::<Vec<_>>(),
@@ -148,12 +204,21 @@ fn section(
          (`wrk -t1 -c{CONNECTIONS} -d{}s`, {rounds} rounds, the order turned each round, after a warm-up). The \
          rule `llm` counts tokens in a token bucket of 10^9 an hour: check-then-charge (`reserve` 1; keyed on the \
          client, or on the client and `body:model`, which makes the decision wait for the body), or reserved and \
-         settled (`reservation`: 64 + 73 = 137 reserved, {TOTAL_TOKENS} used, 28 given back per request: the \
-         reservation Envoy settled {charges} responses of {allowed} admitted, {units} units in all).\n\n{}\n\
+         settled (`reservation`: 64 + {} = {RESERVED} reserved, {TOTAL_TOKENS} used, {} given back per request: the \
+         reservation Envoy settled {} of {} admitted requests, {} of them with that refund and {} cut off by \
+         wrk's end, which paid the default {DEFAULT_COST}; {} units charged in all, {} charge errors).\n\n{}\n\
          Reading: waiting for the body costs {:.2}× the CPU of a decision on the headers; a reservation that is \
          settled after the response costs {:.2}× today's check-then-charge (both make one decision and one \
          after-the-fact call per request; the reservation also waits for the body).\n",
         duration.as_secs(),
+        BODY.len(),
+        RESERVED - TOTAL_TOKENS,
+        settled.charges,
+        settled.allowed,
+        settled.refunded(),
+        settled.cut_off,
+        settled.units,
+        settled.charge_errors,
         table(&["Envoy", "requests/s", "Envoy CPU µs/request", "× no filter", "store calls/request", "non-2xx"], &rows),
         body_wait.median,
         reserved.median,
