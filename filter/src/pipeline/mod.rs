@@ -209,26 +209,31 @@ impl PlannedDecision {
     pub fn reservations(&self, config: &Config, clock_ms: u64) -> Vec<Charge> {
         let mut out = Vec::new();
         for &r in &self.rules {
-            let Some(rule) = config.rules.get(r).filter(|rule| rule.cost.reservation().is_some()) else { continue };
-            let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
-            if let Some(l) = self.limits.iter().filter(|l| l.rule == r).find(cost) {
-                out.push(self.charge(r, rule, Some(Reserved { units: l.op.amount(), at_ms: clock_ms })));
+            let Some(rule) = config.rules.get(r) else { continue };
+            if let Some(units) = self.reserved_units(r, rule) {
+                out.push(self.charge(r, rule, Some(Reserved { units, at_ms: clock_ms })));
             }
         }
         out
     }
 
+    /// The units rule `r` (in reservation mode) asks its limits counting cost.
+    fn reserved_units(&self, r: usize, rule: &Rule) -> Option<u64> {
+        rule.cost.reservation()?;
+        let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
+        self.limits.iter().filter(|l| l.rule == r).find(cost).map(|l| l.op.amount())
+    }
+
+    /// Whether the store answered and admitted it.
+    fn admitted(&self) -> bool {
+        matches!(&self.result, Some(Ok(outcomes)) if outcomes.iter().all(|o| o.allowed))
+    }
+
     /// What the store reserved for rule `r` (in reservation mode) if it
     /// admitted this decision.
     fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
-        rule.cost.reservation()?;
-        let at_ms = self.clock_ms?;
-        if !matches!(&self.result, Some(Ok(outcomes)) if outcomes.iter().all(|o| o.allowed)) {
-            return None;
-        }
-        let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
-        let units = self.limits.iter().filter(|l| l.rule == r).find(cost)?.op.amount();
-        Some(Reserved { units, at_ms })
+        let at_ms = self.clock_ms.filter(|_| self.admitted())?;
+        Some(Reserved { units: self.reserved_units(r, rule)?, at_ms })
     }
 
     /// The units limit `i` of rule `r` asks of the store: the request's
@@ -712,17 +717,15 @@ impl Pending {
     /// Slots the store already gave decisions that answered, while others
     /// are still out: what a stream that ends now must give back.
     pub fn taken_so_far(&self) -> Vec<Hold> {
-        let admitted = |d: &&PlannedDecision| matches!(&d.result, Some(Ok(o)) if o.iter().all(|l| l.allowed));
-        self.decisions.iter().filter(admitted).flat_map(|d| d.takes(false)).collect()
+        self.decisions.iter().filter(|d| d.admitted()).flat_map(|d| d.takes(false)).collect()
     }
 
     /// Reservations the store already took for decisions that answered
     /// (admitted): what a request refused after all, or a stream that ends
     /// now, gives back whole.
     pub fn reserved_so_far(&self, config: &Config) -> Vec<Charge> {
-        let admitted = |d: &&PlannedDecision| matches!(&d.result, Some(Ok(o)) if o.iter().all(|l| l.allowed));
         let decided = |d: &PlannedDecision| d.clock_ms.map(|clock| d.reservations(config, clock));
-        self.decisions.iter().filter(admitted).filter_map(decided).flatten().collect()
+        self.decisions.iter().filter(|d| d.admitted()).filter_map(decided).flatten().collect()
     }
 
     /// Slots the store gave a request that was refused after all: to release.
