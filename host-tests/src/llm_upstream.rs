@@ -72,7 +72,7 @@ struct Ask {
 /// Reads one request's head and body; `None` when the connection ends.
 fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
     let mut ask = Ask::default();
-    let mut length = 0usize;
+    let (mut length, mut chunked) = (0usize, false);
     let mut line = String::new();
     loop {
         line.clear();
@@ -86,6 +86,8 @@ fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
         let (name, value) = (name.trim().to_ascii_lowercase(), value.trim().to_string());
         match name.as_str() {
             "content-length" => length = value.parse().unwrap_or(0),
+            // An HTTP/2 client's body without a length reaches us chunked.
+            "transfer-encoding" if value.eq_ignore_ascii_case("chunked") => chunked = true,
             "x-usage" => ask.usage = Some(value),
             "x-prompt" => ask.prompt = value.parse().ok(),
             "x-cached" => ask.cached = value.parse().ok(),
@@ -102,8 +104,12 @@ fn read_ask(reader: &mut impl BufRead) -> Option<Ask> {
             _ => {}
         }
     }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
+    if chunked {
+        crate::body_upstream::read_chunked(reader)?;
+    } else {
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).ok()?;
+    }
     Some(ask)
 }
 

@@ -209,14 +209,44 @@ pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end_of_stream
     }
 }
 
-/// Not needed by the filter: exported for hosts that call them anyway.
+/// A request's trailers: its body (if any) is whole. A request waiting for
+/// its body is decided now; one whose decision is out stays held (Envoy
+/// resumes a paused stream on a Continue here, decided or not).
 #[no_mangle]
-pub extern "C" fn proxy_on_request_trailers(_context: u32, _trailers: usize) -> u32 {
-    CONTINUE
+pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u32 {
+    let action = with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        // What the host buffered (nothing: no body came, an empty one).
+        let read =
+            |n: u64| abi::buffer(abi::REQUEST_BODY, 0, usize::try_from(n).ok()?).ok().map(Option::unwrap_or_default);
+        let action = worker.on_request_trailers(&host, context, &HostRequest, read);
+        plugin.sync_tick(Some(context));
+        Some(action)
+    });
+    match action {
+        // Not a stream of ours, or one decided.
+        Some(None | Some(Action::Continue)) => CONTINUE,
+        // Busy (never expected here): held, never let through undecided.
+        None | Some(Some(Action::Pause)) => PAUSE,
+    }
 }
 
+/// A response's trailers: its body is whole, and the usage read from it
+/// is charged now.
 #[no_mangle]
-pub extern "C" fn proxy_on_response_trailers(_context: u32, _trailers: usize) -> u32 {
+pub extern "C" fn proxy_on_response_trailers(context: u32, _trailers: usize) -> u32 {
+    with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        if worker.reads_body(context) {
+            worker.on_response_body(&host, context, &[], true);
+            plugin.sync_tick(Some(context));
+        }
+        Some(())
+    });
     CONTINUE
 }
 

@@ -122,12 +122,48 @@ impl Worker {
         } else {
             read(size).map_or(Body::Unreadable, |b| Body::of(&b))
         };
-        let now = host.now_ms();
-        self.sweep(host, now);
-        match self.decide(host, stream, &Request::with_body(request, &body), now) {
+        match self.decide_with_body(host, stream, request, &body) {
             Action::Continue => BodyAction::Continue,
             Action::Pause => BodyAction::Buffer,
         }
+    }
+
+    /// Stream `stream`'s request trailers arrived: its body, if any, is
+    /// whole (the last chunk came without `end_of_stream`). A request
+    /// waiting for its body is decided now (`read(n)` hands over at most
+    /// `n` bytes of what the host buffered, empty when none came); one
+    /// whose decision is out stays held: a Continue here lets a paused
+    /// stream go (Envoy resumes it), decided or not.
+    pub fn on_request_trailers<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        read: impl FnOnce(u64) -> Option<Vec<u8>>,
+    ) -> Action {
+        let Some(wait) = self.body_waits.remove(&stream) else {
+            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
+            return if deciding { Action::Pause } else { Action::Continue };
+        };
+        let body = match read(wait.max_bytes.saturating_add(1)) {
+            None => Body::Unreadable,
+            Some(b) if b.len() as u64 > wait.max_bytes => Body::TooLarge { len: b.len() as u64 },
+            Some(b) => Body::of(&b),
+        };
+        self.decide_with_body(host, stream, request, &body)
+    }
+
+    /// Decides a request whose body is in (or past every bound).
+    fn decide_with_body<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        body: &Body,
+    ) -> Action {
+        let now = host.now_ms();
+        self.sweep(host, now);
+        self.decide(host, stream, &Request::with_body(request, body), now)
     }
 
     /// Answers 408 to each request whose body did not come in time.

@@ -206,18 +206,28 @@ impl Host {
             &[Val::I32(context as i32), Val::I32(n), Val::I32(headers_end)],
         );
         // The body whole, at once, as Envoy with allow_on_headers_stop_iteration
-        // hands it to a filter whose headers wait (or that let them go).
+        // hands it to a filter whose headers wait (or that let them go);
+        // then the trailers, if any, with the body still readable (as
+        // Envoy's buffered body is). A Continue resumes a paused stream.
         if let Some(body) = &request.body {
-            let replied = v.store.data().streams.get(&context).is_none_or(|s| matches!(s.state, State::Replied(_)));
-            if !replied {
+            let live =
+                |v: &Vm| v.store.data().streams.get(&context).is_some_and(|s| !matches!(s.state, State::Replied(_)));
+            if live(v) {
                 v.store.data_mut().request_body = Some(body.clone());
                 let size = Val::I32(body.len() as i32);
-                let body_action =
-                    v.enter(context, "proxy_on_request_body", &[Val::I32(context as i32), size, Val::I32(1)]);
-                v.store.data_mut().request_body = None;
+                let end = Val::I32(i32::from(request.trailers.is_none()));
+                let body_action = v.enter(context, "proxy_on_request_body", &[Val::I32(context as i32), size, end]);
                 if action != Some(0) {
                     action = body_action;
                 }
+                if let Some(trailers) = request.trailers.as_ref().filter(|_| live(v)) {
+                    let n = Val::I32(trailers.len() as i32);
+                    let trailers_action = v.enter(context, "proxy_on_request_trailers", &[Val::I32(context as i32), n]);
+                    if action != Some(0) {
+                        action = trailers_action;
+                    }
+                }
+                v.store.data_mut().request_body = None;
             }
         }
         let stream = v.store.data_mut().streams.get_mut(&context).expect("the stream is live");

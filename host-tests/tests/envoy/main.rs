@@ -24,6 +24,7 @@ mod paths;
 mod prometheus;
 mod recovery;
 mod request_bodies;
+mod request_trailers;
 mod reservations;
 mod sdk_errors;
 mod sdk_gateway;
