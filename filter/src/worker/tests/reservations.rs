@@ -128,3 +128,27 @@ fn a_reservation_of_a_request_another_rule_refused_is_given_back_whole() {
     assert_eq!(host.replied.borrow()[0].1.status, 429);
     assert!(host.body(1).contains("/f/67/0/"), "the request never went on: {}", host.body(1));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_budget() {
+    let host = FakeHost::new();
+    let budgets = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+        "cost":{"response_header":"x-usage","default":1,"max":200000,"reservation":{"default_output":4096}},
+        "limits":[{"algorithm":"token_bucket","limit":100000,"window":"1h","burst":50000},
+                  {"algorithm":"fixed_window","limit":80000,"window":"1d"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), NOW);
+    let n = br#"{"n":8,"max_tokens":3000}"#; // 25 bytes
+    admit(&mut w, &host, 1, n, 0);
+    assert!(host.body(0).contains("/u/24025/0/"), "8 completions of 3,000 and the body: {}", host.body(0));
+    let best_of = br#"{"n":2,"best_of":3,"max_tokens":10}"#; // 35 bytes
+    admit(&mut w, &host, 2, best_of, 1);
+    assert!(host.body(1).contains("/u/65/0/"), "3 candidates of 10 and the body: {}", host.body(1));
+    // No bound stated and a large prompt: 4,096 + 120,000 bytes is past the
+    // bucket's 50,000 (and max's 200,000 past both): the whole bucket, which
+    // a full one admits, never a worst case no bucket can hold.
+    let prompt = format!(r#"{{"messages":"{}"}}"#, "x".repeat(120_000));
+    let prompt: &'static [u8] = Box::leak(prompt.into_bytes().into_boxed_slice());
+    admit(&mut w, &host, 3, prompt, 2);
+    assert!(host.body(2).contains("/u/50000/0/"), "capped at the smallest capacity: {}", host.body(2));
+}
