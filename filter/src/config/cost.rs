@@ -13,6 +13,8 @@
 //!   the response headers `default` (`"hang_up": "default"`) or `max`.
 //!   With `"reservation": {...}` (see `reservation`) the request's worst
 //!   case is taken at admission instead of checked, and settled after.
+//!   With `"include_usage": true` a streamed request that does not ask for
+//!   its usage is made to, and its client's stream given back without it.
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -104,6 +106,10 @@ pub enum Cost {
         reservation: Option<Reservation>,
         /// What the usage costs per model (else: its sum).
         prices: Option<Prices>,
+        /// A streamed request that does not ask for its usage is made to
+        /// (`stream_options.include_usage`), and its client's stream is
+        /// given back without it (`request::ask_for_usage`).
+        include_usage: bool,
     },
 }
 
@@ -131,7 +137,7 @@ impl Cost {
         match self {
             Cost::Fixed(c) => format!("fixed {c}"),
             Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
-            Cost::Response { source, default, max, reserve, reservation, prices, .. } => {
+            Cost::Response { source, default, max, reserve, reservation, prices, include_usage, .. } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
                     UsageSource::Body { json, event_stream } => {
@@ -144,7 +150,7 @@ impl Cost {
                 };
                 let reserved = reservation.as_ref().map(Reservation::fingerprint_text).unwrap_or_default();
                 let priced = prices.as_ref().map(Prices::fingerprint_text).unwrap_or_default();
-                format!("response {from} {default} {max} {reserve} {reserved} {priced}")
+                format!("response {from} {default} {max} {reserve} {reserved} {priced} {include_usage}")
             }
         }
     }
@@ -160,6 +166,11 @@ impl Cost {
             Cost::Response { prices, .. } => prices.as_ref(),
             _ => None,
         }
+    }
+
+    /// Whether a streamed request is made to ask for its usage.
+    pub fn include_usage(&self) -> bool {
+        matches!(self, Cost::Response { include_usage: true, .. })
     }
 
     /// How the request's worst case is reserved, in reservation mode.
@@ -225,6 +236,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "bytes_per_unit",
             "reservation",
             "prices",
+            "include_usage",
         ],
     )?;
     let sources = ["request_header", "response_header", "response_body"];
@@ -243,9 +255,10 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
     if *source == "request_header" {
-        if let Some(field) = ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices"]
-            .into_iter()
-            .find(|f| o.value(f).is_some())
+        if let Some(field) =
+            ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices", "include_usage"]
+                .into_iter()
+                .find(|f| o.value(f).is_some())
         {
             return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
         }
@@ -300,5 +313,23 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             return Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
         }
     };
-    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit, reservation, prices })
+    let include_usage = o.bool("include_usage")?.unwrap_or(false);
+    if include_usage && !matches!(source, UsageSource::Body { event_stream: Some(_), .. }) {
+        return Err(ConfigError::at(
+            &o.path_of("include_usage"),
+            "applies to a response_body cost read from event streams only",
+        ));
+    }
+    Ok(Cost::Response {
+        source,
+        default,
+        max,
+        reserve,
+        unreadable,
+        hang_up,
+        bytes_per_unit,
+        reservation,
+        prices,
+        include_usage,
+    })
 }

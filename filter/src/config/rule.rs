@@ -220,7 +220,8 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let reads_body = !matcher.body.is_empty()
         || key.iter().any(|p| matches!(p, KeyPart::Body(_)))
         || cost.reservation().is_some()
-        || cost.prices().is_some();
+        || cost.prices().is_some()
+        || cost.include_usage();
     let request_body = super::request_body::parse(o.value("request_body"), &o.path_of("request_body"), reads_body)?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
@@ -310,8 +311,9 @@ fn check_lease(rule: &Rule, lease: LeaseSettings, path: &str) -> Result<LeaseSet
 
 /// What a limit must satisfy given its rule's cost and failure policy.
 fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) -> Result<()> {
-    // A reservation is the request's own: one past the capacity is refused
-    // as never fitting (429 without a wait), not a configuration error.
+    // A reservation is the request's own, capped at the capacity of the
+    // rule's smallest limit counting cost (pipeline/reservation.rs): never
+    // a configuration error.
     let reserving = rule.cost.reservation().is_some();
     let amount = if reserving { 1 } else { rule.request_amount(limit) };
     let capacity = limit.capacity();

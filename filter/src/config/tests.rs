@@ -190,6 +190,10 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.default_output: is required: the output reserved for a request that states no bound"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"output_fields":[]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.output_fields: must list 1 to 8 request body fields"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"output_fields":["a..b"]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.output_fields: \"a..b\" has an empty key (keys are joined by single dots)"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a response_body cost read from event streams only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":{"json":"usage.total_tokens"},"default":1,"include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a response_body cost read from event streams only"),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-c","include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a cost known after the response only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"include_usage":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: must be true or false"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"choices_fields":[]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.choices_fields: must list 1 to 8 request body fields"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"choices_fields":[8]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.choices_fields: must list JSON field paths as strings"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"input_bytes_per_unit":0}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.input_bytes_per_unit: must be at least 1"),
@@ -308,6 +312,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
             bytes_per_unit: BYTES_PER_UNIT,
             reservation: None,
             prices: None,
+            include_usage: false,
         }
     );
     assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));

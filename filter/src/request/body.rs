@@ -73,6 +73,12 @@ impl Body {
     }
 
     /// The value at `keys` (`None`: absent or `null`), for a rule reading
+    /// at most `max_bytes`.
+    pub fn value(&self, keys: &[String], max_bytes: u64) -> Result<Option<&Value>, BodyProblem> {
+        self.lookup(keys, max_bytes)
+    }
+
+    /// The value at `keys` (`None`: absent or `null`), for a rule reading
     /// at most `max_bytes`. Refused when an object on the way has another
     /// key equal to the one looked for but for letter case: the upstream
     /// must read the same field this rule reads.

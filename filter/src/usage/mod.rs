@@ -52,10 +52,12 @@ mod fields;
 mod json;
 mod price;
 mod sse;
+mod strip;
 
 pub use decode::{DecodedReader, Encoding};
 pub use fields::{UsageFields, MAX_PATHS, MAX_SEGMENTS, MAX_SEGMENT_LEN};
 pub use price::Weighing;
+pub use strip::{UsageStripper, MAX_HELD};
 
 use json::{Document, Outcome};
 use sse::{EventSink, EventSplitter};

@@ -65,11 +65,12 @@ fn max_amount(rule: &Rule) -> u64 {
 }
 
 impl Worker {
-    /// Charges `reported` usage (nothing when it comes to 0): merged into
-    /// the client's charge still waiting for a call, else queued anew.
-    pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
+    /// Charges `reported` usage of a request whose body was `prompt_bytes`
+    /// long (nothing when it comes to 0): merged into the client's charge
+    /// still waiting for a call, else queued anew.
+    pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported, prompt_bytes: u64) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        let units = amount(&rule.cost, charge.price.as_deref(), &reported);
+        let units = amount(&rule.cost, charge.price.as_deref(), &reported, prompt_bytes);
         host.count(charge.rule, Event::Charged);
         match &reported {
             Reported::Found(_) => {}

@@ -227,7 +227,10 @@ impl Host {
                         action = trailers_action;
                     }
                 }
-                v.store.data_mut().request_body = None;
+                let sent = v.store.data_mut().request_body.take();
+                if let Some(stream) = v.store.data_mut().streams.get_mut(&context) {
+                    stream.upstream_body = sent;
+                }
             }
         }
         let stream = v.store.data_mut().streams.get_mut(&context).expect("the stream is live");
@@ -280,6 +283,52 @@ impl Host {
                 Response { status: 200, headers, body: String::new(), local: false }
             }
         };
+        self.close(id);
+        response
+    }
+
+    /// The request body of a live stream as it went on (after the
+    /// filter's changes); `None` for a request without one.
+    pub fn upstream_body(&self, id: StreamId) -> Option<Vec<u8>> {
+        let stream = self.vms[id.vm].store.data().streams.get(&id.context);
+        stream.unwrap_or_else(|| panic!("stream {id:?} has ended")).upstream_body.clone()
+    }
+
+    /// The backend answers a request the filter let through: 200 with
+    /// `headers` and a body in `chunks`, each run through
+    /// `proxy_on_response_body` (`end_of_stream`: the last chunk ends the
+    /// body; else the stream stays open, as one cut short). The response
+    /// the client gets: the headers and the bytes the filter let pass.
+    pub fn respond(
+        &mut self,
+        id: StreamId,
+        headers: &[(&str, &str)],
+        chunks: &[&[u8]],
+        end_of_stream: bool,
+    ) -> Response {
+        assert_eq!(self.state(id), State::Continued, "stream {id:?} was not let through");
+        let mut fields = vec![(":status", "200")];
+        fields.extend_from_slice(headers);
+        let map = HeaderMap::from_text(&fields);
+        let c = Val::I32(id.context as i32);
+        let v = &mut self.vms[id.vm];
+        v.store.data_mut().streams.get_mut(&id.context).expect("live").response_headers = Some(map.clone());
+        let headers_end = Val::I32(i32::from(chunks.is_empty() && end_of_stream));
+        v.enter(id.context, "proxy_on_response_headers", &[c, Val::I32(map.len() as i32), headers_end]);
+        let mut body = Vec::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            v.store.data_mut().response_body = Some(chunk.to_vec());
+            let end = Val::I32(i32::from(end_of_stream && i + 1 == chunks.len()));
+            v.enter(id.context, "proxy_on_response_body", &[c, Val::I32(chunk.len() as i32), end]);
+            body.extend(v.store.data_mut().response_body.take().unwrap_or_default());
+        }
+        let headers = v.store.data().streams[&id.context].response_headers.clone().unwrap_or_default();
+        Response { status: 200, headers, body: String::from_utf8_lossy(&body).into_owned(), local: false }
+    }
+
+    /// `respond` with the whole body, then the stream closes.
+    pub fn finish_body(&mut self, id: StreamId, headers: &[(&str, &str)], chunks: &[&[u8]]) -> Response {
+        let response = self.respond(id, headers, chunks, true);
         self.close(id);
         response
     }

@@ -148,6 +148,8 @@ pub struct Stream {
     /// Whether the request headers can still be read or changed: Envoy lets
     /// go of them once `proxy_on_request_headers` returned Continue.
     pub request_map_open: bool,
+    /// The request body as it went on, after the filter's changes.
+    pub upstream_body: Option<Vec<u8>>,
 }
 
 impl Stream {
@@ -161,6 +163,7 @@ impl Stream {
             properties,
             state: State::Waiting,
             request_map_open: true,
+            upstream_body: None,
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use wasmtime::{Caller, Linker, Result};
 
-use crate::wasm_host::memory::{copy_out, write_u32};
+use crate::wasm_host::memory::{copy_out, read, write_u32};
 use crate::wasm_host::status::{BAD_ARGUMENT, NOT_FOUND, OK};
 use crate::wasm_host::vm::{Callback, VmState};
 
@@ -23,6 +23,7 @@ fn buffer(state: &VmState, kind: i32) -> Result<&[u8], i32> {
         (REDIS_CALL_RESPONSE, Some(Callback::Redis { bytes, .. })) => Ok(bytes),
         (7, _) if state.configuring => Ok(&state.plugin_config),
         (0, _) if state.request_body.is_some() => Ok(state.request_body.as_deref().unwrap_or_default()),
+        (1, _) if state.response_body.is_some() => Ok(state.response_body.as_deref().unwrap_or_default()),
         // Stream bodies, network data, gRPC, VM configuration, call data:
         // Envoy hands an empty buffer.
         (0..=3 | 5 | 6 | 8, _) => Ok(&[]),
@@ -56,6 +57,30 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             }
             let range = bytes[start..end].to_vec();
             copy_out(&mut c, &range, ptr_ptr, size_ptr)?;
+            Ok(OK)
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_set_buffer_bytes",
+        |mut c: Caller<'_, VmState>, kind: i32, start: i32, length: i32, ptr: i32, size: i32| {
+            let data = read(&mut c, ptr, size)?;
+            let state = c.data_mut();
+            let buffer = match kind {
+                0 => state.request_body.as_mut(),
+                1 => state.response_body.as_mut(),
+                _ => None,
+            };
+            let Some(buffer) = buffer else { return Ok(NOT_FOUND) };
+            let (start, length) = (start as u32 as usize, length as u32 as usize);
+            if start == 0 {
+                buffer.drain(..length.min(buffer.len()));
+                buffer.splice(0..0, data);
+            } else if start >= buffer.len() {
+                buffer.extend_from_slice(&data);
+            } else {
+                return Ok(BAD_ARGUMENT);
+            }
             Ok(OK)
         },
     )?;
