@@ -799,6 +799,7 @@ mod verdicts;
 
 use crate::lease::{Heat, LeasedRequest, HOT_AFTER};
 pub use body_refusal::{body_refusal, body_timeout};
+pub use verdicts::refunds_may_undo;
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};

@@ -16,7 +16,7 @@ use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{fallback_limit, Charge};
+use crate::pipeline::{fallback_limit, refunds_may_undo, Charge};
 use crate::store::StoreError;
 
 /// Charges of one identity under one rule on their way to the store.
@@ -174,6 +174,9 @@ impl Worker {
                     let (Some(l), false, Some(retry)) = (rule.limits.get(limit), d.allowed, d.retry_after_ms) else {
                         continue;
                     };
+                    if refunds_may_undo(rule, l) {
+                        continue;
+                    }
                     if retry > 0 {
                         let entry = DenyEntry {
                             deny_until_ms: at.saturating_add(retry),

@@ -152,3 +152,32 @@ fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_b
     admit(&mut w, &host, 3, prompt, 2);
     assert!(host.body(2).contains("/u/50000/0/"), "capped at the smallest capacity: {}", host.body(2));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_refused_worst_case_is_never_cached_but_a_refused_request_count_is() {
+    let host = FakeHost::new();
+    let rule = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+        "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
+        "limits":[{"algorithm":"fixed_window","limit":5,"window":"1d","counts":"requests"},
+                  {"algorithm":"fixed_window","limit":1000,"window":"1h"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+    let send = |w: &mut Worker, s: u32| {
+        let body = br#"{"max_tokens":900}"#;
+        w.on_request_headers(&host, s, &chat(), false);
+        w.on_request_body(&host, s, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    };
+    // The tokens refuse the worst case: refunds of requests in flight may
+    // make room before the store's retry instant, so the next one asks again.
+    send(&mut w, 1);
+    w.on_answer(&host, host.token(0), ints(&[1, 3, 3_600_000, 0, 0, 50, 3_600_000, 1_800_000]));
+    assert_eq!(host.replied.borrow()[0].1.status, 429);
+    send(&mut w, 2);
+    assert_eq!(host.sent.borrow().len(), 2, "asked the store, not the deny cache");
+    // A refused request count is cached: no refund gives a request back.
+    w.on_answer(&host, host.token(1), ints(&[0, 0, 3_600_000, 1_800_000, 1, 50, 3_600_000, 0]));
+    send(&mut w, 3);
+    assert_eq!(host.sent.borrow().len(), 2, "answered from the deny cache");
+    assert_eq!(host.replied.borrow().len(), 3);
+    assert_eq!(host.metrics.get(0, Event::DenyCacheHit), 1);
+}
