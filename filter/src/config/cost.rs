@@ -182,13 +182,19 @@ impl Cost {
     }
 }
 
-/// One list of field paths (a string or an array of strings).
+/// One list of fields (a path, or an array whose items are paths, or
+/// arrays of alternative paths: the first with a value counts).
 fn fields(v: &Value, path: &str) -> Result<UsageFields> {
-    let list: Vec<&str> = match v {
-        Value::String(s) => vec![s.as_str()],
+    let not_paths = || ConfigError::at(path, "must list JSON field paths as strings (or arrays of alternative paths)");
+    let list: Vec<Vec<&str>> = match v {
+        Value::String(s) => vec![vec![s.as_str()]],
         Value::Array(items) => items
             .iter()
-            .map(|p| p.as_str().ok_or_else(|| ConfigError::at(path, "must list JSON field paths as strings")))
+            .map(|item| match item {
+                Value::String(s) => Ok(vec![s.as_str()]),
+                Value::Array(alts) => alts.iter().map(|a| a.as_str().ok_or_else(not_paths)).collect(),
+                _ => Err(not_paths()),
+            })
             .collect::<Result<_>>()?,
         _ => {
             return Err(ConfigError::at(
@@ -197,7 +203,7 @@ fn fields(v: &Value, path: &str) -> Result<UsageFields> {
             ))
         }
     };
-    UsageFields::parse(&list).map_err(|e| ConfigError::at(path, e))
+    UsageFields::parse_alternatives(&list).map_err(|e| ConfigError::at(path, e))
 }
 
 /// `response_body`: paths for every body, or `{"json": ..., "event_stream": ...}`.
@@ -306,6 +312,14 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
     };
     let prices = match (o.value("prices"), &source) {
         (None, _) => None,
+        (Some(_), UsageSource::Body { json, event_stream })
+            if [json, event_stream].iter().any(|f| f.as_ref().is_some_and(UsageFields::has_alternatives)) =>
+        {
+            return Err(ConfigError::at(
+                &o.path_of("prices"),
+                "weighs each field's one path: a field with alternative paths cannot be priced",
+            ))
+        }
         (Some(v), UsageSource::Body { json, event_stream }) => {
             Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?)
         }

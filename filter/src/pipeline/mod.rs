@@ -799,9 +799,9 @@ mod verdicts;
 
 use crate::lease::{Heat, LeasedRequest, HOT_AFTER};
 pub use body_refusal::{body_refusal, body_timeout};
-pub use verdicts::refunds_may_undo;
 pub use leases::LeaseCandidate;
 use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};
 use std::cell::RefCell;
 use std::sync::Arc;
+pub use verdicts::refunds_may_undo;

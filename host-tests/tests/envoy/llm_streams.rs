@@ -40,7 +40,11 @@ fn a_stream_that_did_not_ask_for_its_usage_is_charged_it_and_never_sees_it() {
     // A client that asks gets its usage, and is charged it once.
     let asked = r#"{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[]}"#;
     let b = gw.chat_body(&headers, asked);
-    assert!(b.body.contains(r#""choices":[],"usage":{"prompt_tokens":1,"completion_tokens":320,"total_tokens":321}"#), "{}", b.body);
+    assert!(
+        b.body.contains(r#""choices":[],"usage":{"prompt_tokens":1,"completion_tokens":320,"total_tokens":321}"#),
+        "{}",
+        b.body
+    );
     charged(&gw, 2, 642);
 }
 

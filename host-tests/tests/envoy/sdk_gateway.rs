@@ -190,7 +190,7 @@ fn a_budget_in_money_across_models_is_charged_to_the_micro_dollar() {
         TEST_TIMEOUT,
         Edit { from: r#""key": ["header:authorization", "body:model"],"#, to: r#""key": ["header:authorization"],"# },
         Edit {
-            from: r#""cost": { "response_body": ["usage.total_tokens", "response.usage.total_tokens"],
+            from: r#""cost": { "response_body": [["usage.total_tokens", "response.usage.total_tokens"]],
                                     "default": 1000, "max": 200000, "hang_up": "max", "include_usage": true,"#,
             to: r#""cost": { "response_body": ["usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens"],
                                     "default": 1000, "max": 200000, "hang_up": "max",

@@ -9,7 +9,7 @@ use super::*;
 /// Responses API, asked for on the client's behalf.
 const ASKING: &str = r#"{"name":"llm","match":{"path_prefix":"/v1/"},"key":["header:x-user"],
     "request_body":{"max_bytes":100000},
-    "cost":{"response_body":["usage.total_tokens","response.usage.total_tokens"],"default":10,"max":200000,
+    "cost":{"response_body":[["usage.total_tokens","response.usage.total_tokens"]],"default":10,"max":200000,
             "include_usage":true},
     "limits":[{"algorithm":"fixed_window","limit":100000000,"window":"1h"}]}"#;
 
