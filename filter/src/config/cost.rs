@@ -253,32 +253,43 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "must name exactly one of request_header, response_header, response_body (or be an integer)",
         ));
     };
-    let header = |field: &str| -> Result<String> {
-        let name = o.required_str(field)?;
-        header_name(name)
-            .filter(|n| !n.starts_with(':'))
-            .ok_or_else(|| ConfigError::at(&o.path_of(field), "is not a valid header name"))
-    };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
-    if *source == "request_header" {
-        if let Some(field) =
-            ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices", "include_usage"]
-                .into_iter()
-                .find(|f| o.value(f).is_some())
-        {
-            return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
+    match *source {
+        "request_header" => request_header_cost(&o, max),
+        "response_header" => response_cost(&o, UsageSource::Header(header(&o, "response_header")?), max),
+        _ => {
+            let body = body_source(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?;
+            response_cost(&o, body, max)
         }
-        let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
-        if default > max {
-            return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
-        }
-        return Ok(Cost::RequestHeader { name: header("request_header")?, max, default });
     }
-    let source = if *source == "response_header" {
-        UsageSource::Header(header("response_header")?)
-    } else {
-        body_source(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?
-    };
+}
+
+/// A header name the cost names in `field` (no pseudo-header).
+fn header(o: &Obj<'_>, field: &str) -> Result<String> {
+    let name = o.required_str(field)?;
+    header_name(name)
+        .filter(|n| !n.starts_with(':'))
+        .ok_or_else(|| ConfigError::at(&o.path_of(field), "is not a valid header name"))
+}
+
+/// A cost the caller names in a request header.
+fn request_header_cost(o: &Obj<'_>, max: u64) -> Result<Cost> {
+    if let Some(field) =
+        ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices", "include_usage"]
+            .into_iter()
+            .find(|f| o.value(f).is_some())
+    {
+        return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
+    }
+    let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
+    if default > max {
+        return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
+    }
+    Ok(Cost::RequestHeader { name: header(o, "request_header")?, max, default })
+}
+
+/// A cost known after the response, read from `source`.
+fn response_cost(o: &Obj<'_>, source: UsageSource, max: u64) -> Result<Cost> {
     let default = o.uint("default", 0, MAX_COST)?.ok_or_else(|| {
         ConfigError::at(&o.path_of("default"), "is required: what to charge when the response reports no usage")
     })?;
@@ -310,23 +321,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         }
         Some(v) => Some(reservation::parse(v, &o.path_of("reservation"), max)?),
     };
-    let prices = match (o.value("prices"), &source) {
-        (None, _) => None,
-        (Some(_), UsageSource::Body { json, event_stream })
-            if [json, event_stream].iter().any(|f| f.as_ref().is_some_and(UsageFields::has_alternatives)) =>
-        {
-            return Err(ConfigError::at(
-                &o.path_of("prices"),
-                "weighs each field's one path: a field with alternative paths cannot be priced",
-            ))
-        }
-        (Some(v), UsageSource::Body { json, event_stream }) => {
-            Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?)
-        }
-        (Some(_), UsageSource::Header(_)) => {
-            return Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
-        }
-    };
+    let prices = response_prices(o, &source)?;
     let include_usage = o.bool("include_usage")?.unwrap_or(false);
     if include_usage && !matches!(source, UsageSource::Body { event_stream: Some(_), .. }) {
         return Err(ConfigError::at(
@@ -346,4 +341,25 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         prices,
         include_usage,
     })
+}
+
+/// `prices`, for a cost read from `source`.
+fn response_prices(o: &Obj<'_>, source: &UsageSource) -> Result<Option<Prices>> {
+    match (o.value("prices"), source) {
+        (None, _) => Ok(None),
+        (Some(_), UsageSource::Body { json, event_stream })
+            if [json, event_stream].iter().any(|f| f.as_ref().is_some_and(UsageFields::has_alternatives)) =>
+        {
+            Err(ConfigError::at(
+                &o.path_of("prices"),
+                "weighs each field's one path: a field with alternative paths cannot be priced",
+            ))
+        }
+        (Some(v), UsageSource::Body { json, event_stream }) => {
+            Ok(Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?))
+        }
+        (Some(_), UsageSource::Header(_)) => {
+            Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
+        }
+    }
 }
