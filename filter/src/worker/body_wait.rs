@@ -181,7 +181,10 @@ impl Worker {
         let action = self.decide(host, stream, &req, now);
         if let Some(state) = self.streams.get_mut(&stream) {
             state.asked_usage = asked;
-            state.request_bytes = bytes.map_or(0, |b| b.len() as u64);
+            state.request_bytes = match body {
+                Body::Read { len, .. } | Body::TooLarge { len } => *len,
+                Body::Unreadable => 0,
+            };
         }
         action
     }
