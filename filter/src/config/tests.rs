@@ -44,7 +44,14 @@ fn the_documented_example_parses_with_its_values_and_defaults() {
         (c.store.cluster.as_str(), c.store.authority.as_str(), c.store.timeout.ms()),
         ("ratelimit_store", "webdis", 25)
     );
-    assert_eq!(c.store.breaker, Breaker { failures: 3, open: crate::time::Millis::of(30_000) });
+    assert_eq!(
+        c.store.breaker,
+        Breaker {
+            failures: 3,
+            open: crate::time::Millis::of(30_000),
+            slot_records: std::num::NonZeroU32::new(4096).unwrap()
+        }
+    );
     assert_eq!(c.deny_cache, DenyCache { enabled: true, slots: std::num::NonZeroU32::new(4096).unwrap() });
     let login = &c.rules[0];
     assert_eq!(login.matcher.methods, ["POST"]);
@@ -243,6 +250,15 @@ fn a_store_call_too_big_for_webdis_is_refused_at_load() {
         err.starts_with("rules[1]: with the rules before it that share its key, one store call could need "),
         "{err}"
     );
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_breaker_keeps_as_many_hash_slot_records_as_the_deny_cache_has_slots() {
+    let json = r#"{"store":{"cluster":"s","circuit_breaker":{"failures":5}},"deny_cache":{"slots":16},
+        "rules":[{"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    assert_eq!((c.store.breaker.failures, c.store.breaker.slot_records.get()), (5, 16));
 }
 
 #[test]
