@@ -33,6 +33,7 @@ mod repeated_headers;
 mod reply_failures;
 mod reservations;
 mod retry_after;
+mod shared_tables;
 mod status_scenario;
 mod store_acl;
 mod stray_callbacks;
