@@ -35,6 +35,7 @@ pub mod redis_server;
 pub mod registry;
 pub mod script;
 pub mod sdk;
+pub mod settle;
 pub mod stack;
 pub mod store_acl;
 pub mod test_server;
