@@ -528,6 +528,8 @@ fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_t
 
 mod bodies;
 mod charges;
+#[cfg(not(target_arch = "wasm32"))]
+mod lease_shares;
 mod leases;
 mod pinned;
 mod reservations;
