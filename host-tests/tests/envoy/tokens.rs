@@ -207,6 +207,8 @@ fn a_budget_running_out_is_overshot_by_the_requests_in_flight_and_no_more() {
             .collect();
         let deadline = Instant::now() + Duration::from_secs(20);
         while served() < before + 8 {
+            let answered = 8 - in_flight.load(Ordering::SeqCst);
+            assert_eq!(answered, 0, "answered before the upstream had all eight: refused with 100 left");
             assert!(Instant::now() < deadline, "the eight never all reached the upstream");
             std::thread::sleep(Duration::from_millis(5));
         }
