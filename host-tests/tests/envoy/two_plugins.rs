@@ -60,8 +60,9 @@ fn plugin(domain: &str, cluster: &str, path: &str, names: &str) -> String {
     )
 }
 
-/// Probes a breaker that opened `elapsed` ago can have sent, every one
-/// failing: waits of 1 s doubling (the open period, 60 s, is not reached).
+/// Probes a breaker that opened at most `elapsed` ago can have sent,
+/// every one failing: waits of 1 s doubling (the open period, 60 s, is
+/// not reached).
 fn probes_within(elapsed: Duration) -> u64 {
     let (mut at, mut wait, mut n) = (1_000u128, 1_000u128, 0);
     while at <= elapsed.as_millis() {
@@ -105,8 +106,9 @@ fn plugins_keep_breakers_caches_and_leases_apart_unless_they_share_domain_and_st
 
     // Breakers. b's store refuses every call: three failures open its
     // breaker, and b fails closed from then on without calling.
-    assert_eq!([get("/b/r", "u1"), get("/b/r", "u1"), get("/b/r", "u1")], [503; 3]);
+    // (It opens no sooner than this: its probes are counted from here.)
     let opened = Instant::now();
+    assert_eq!([get("/b/r", "u1"), get("/b/r", "u1"), get("/b/r", "u1")], [503; 3]);
     assert_eq!(envoy.stat("wasmcustom.ratelimit.br.store_errors"), 3);
     // a's calls succeed in between: a breaker they shared would be closed
     // by each (or would refuse a), and b would call again after each.
