@@ -8,10 +8,10 @@
 -- 2 x tolerance, past 2^53, and the pair keeps it exact.
 -- State: "<ms written>:<q>:<r>:<born>:<count>"; absent, or q elapsed since
 -- = a full bucket. born: the ms its key was created (a key created again,
--- after it expired, is another bucket to a refund); count: every amount u
--- and g added, modulo COUNT: what a refund's mark is measured against (see
--- refund.lua). A state of three fields (from before) reads as born = its
--- ms, count 0. op v is u, and its reply, if allowed, says the lead after
+-- after it expired, is another bucket to a refund); count: every amount u,
+-- v and g added, modulo COUNT: what a refund's mark is measured against
+-- (see refund.lua). A state of three fields (written before these) reads as
+-- born = its ms, count 0. op v is u, and its reply, if allowed, says the lead after
 -- (in units), born and count instead of remaining, reset and retry: the
 -- reservation's mark.
 -- (A fragment of the driver's loop.)
