@@ -20,8 +20,6 @@ use host_tests::nginx::NginxStack;
 use host_tests::test_server::TestServer;
 use host_tests::windows::{start_clear_of_boundary, HOUR};
 
-use crate::plugin;
-
 const ON: &str = "proxy_wasm_request_headers_in_access on;";
 const OFF: &str = "proxy_wasm_request_headers_in_access off;";
 /// The module's one line.
@@ -33,6 +31,14 @@ const CRASH: &str = "exited on signal";
 /// data when a request's store call is due decides that request as with
 /// the store down, which for this rule is the same 503.
 const RULE: &str = r#"{"name":"api","match":{"path_prefix":"/api/"},"key":["header:x-user"],"failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":3,"window":"1h"}]}"#;
+/// The plugin configuration: `main.rs`'s, with the store's INFO asked
+/// for hourly, so that an idle worker process learns of the refusal from
+/// its timer alone (not from that answer).
+fn plugin() -> String {
+    let store = r#"{"transport":"webdis","cluster":"127.0.0.1:7379","authority":"webdis","timeout_ms":1000,"stats_interval":"1h"}"#;
+    format!(r#"{{"domain":"ngx","store":{store},"rules":[{RULE}]}}"#)
+}
+
 /// The 503 (ngx_wasm_module ends a local response with a line feed).
 const UNAVAILABLE: (u16, &str) = (503, "{\"error\":\"rate_limiter_unavailable\"}\n");
 /// How long the upstream takes for `/api/slow`: well past any store call
@@ -96,7 +102,8 @@ fn workers(log: &str) -> (BTreeSet<&str>, BTreeSet<&str>) {
     for line in log.lines() {
         if let Some((_, pid)) = line.split_once("start worker process ") {
             live.insert(pid.trim());
-        } else if let Some((_, rest)) = line.split_once("] worker process ").filter(|_| line.contains(" exited ")) {
+        } else if let Some((_, rest)) = line.split_once(": worker process ").filter(|_| line.contains(" exited ")) {
+            // "[alert] <master>#0: worker process <pid> exited on signal 11"
             live.remove(rest.split(' ').next().unwrap_or_default());
         } else if line.contains(REFUSED) {
             let pid = line.split_once("[error] ").and_then(|(_, r)| r.split_once('#')).map(|(p, _)| p);
@@ -146,7 +153,7 @@ fn every_request_is_refused(stack: &NginxStack, up: &TestServer) {
 fn a_request_let_through_before_its_decision_makes_every_worker_refuse_until_a_reload_with_the_directive() {
     start_clear_of_boundary(HOUR, Duration::from_secs(300));
     let up = upstream();
-    let stack = NginxStack::start_edited(&plugin(RULE), up.port, without_directive);
+    let stack = NginxStack::start_edited(&plugin(), up.port, without_directive);
     // The first pair's second request is let through: its decision comes
     // while the upstream still holds it.
     let pairs = pairs_until_refused(&stack, "slow", 4, || {});
@@ -186,7 +193,7 @@ fn a_request_let_through_before_its_decision_makes_every_worker_refuse_until_a_r
 #[test]
 fn without_the_directive_only_the_first_request_let_through_can_crash_a_worker_process() {
     let up = upstream();
-    let stack = NginxStack::start_edited(&plugin(RULE), up.port, without_directive);
+    let stack = NginxStack::start_edited(&plugin(), up.port, without_directive);
     let mut redis = stack.redis.connect();
     // The store held up (Redis paused) while the upstream answers at once:
     // the response of a request let through comes before its decision, as
