@@ -14,6 +14,7 @@ pub struct Obj<'a> {
 }
 
 /// The path of `field` inside `parent`.
+#[inline(never)]
 pub fn child(parent: &str, field: &str) -> String {
     if parent.is_empty() {
         field.to_string()
@@ -24,6 +25,7 @@ pub fn child(parent: &str, field: &str) -> String {
 
 impl<'a> Obj<'a> {
     /// `value` as an object whose fields are all in `known`.
+    #[inline(never)]
     pub fn new(value: &'a Value, path: &str, known: &[&str]) -> Result<Obj<'a>> {
         let members = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
         if let Some((unknown, _)) = members.iter().find(|(k, _)| !known.contains(&k.as_str())) {
@@ -41,16 +43,19 @@ impl<'a> Obj<'a> {
     }
 
     /// The path of one of this object's fields.
+    #[inline(never)]
     pub fn path_of(&self, field: &str) -> String {
         child(&self.path, field)
     }
 
     /// A field's raw value, if present and not null.
+    #[inline(never)]
     pub fn value(&self, field: &str) -> Option<&'a Value> {
         self.members.iter().find(|(k, _)| k == field).map(|(_, v)| v).filter(|v| !v.is_null())
     }
 
     /// An optional string field.
+    #[inline(never)]
     pub fn str(&self, field: &str) -> Result<Option<&'a str>> {
         match self.value(field) {
             None => Ok(None),
@@ -59,11 +64,13 @@ impl<'a> Obj<'a> {
     }
 
     /// A required string field.
+    #[inline(never)]
     pub fn required_str(&self, field: &str) -> Result<&'a str> {
         self.str(field)?.ok_or_else(|| ConfigError::at(&self.path_of(field), "is required"))
     }
 
     /// An optional boolean field.
+    #[inline(never)]
     pub fn bool(&self, field: &str) -> Result<Option<bool>> {
         match self.value(field) {
             None => Ok(None),
@@ -74,6 +81,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An optional integer field within `min..=max`.
+    #[inline(never)]
     pub fn uint(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>> {
         match self.value(field) {
             None => Ok(None),
@@ -82,6 +90,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An optional array field.
+    #[inline(never)]
     pub fn array(&self, field: &str) -> Result<Option<&'a [Value]>> {
         match self.value(field) {
             None => Ok(None),
@@ -91,6 +100,7 @@ impl<'a> Obj<'a> {
 }
 
 /// An integer within `min..=max`.
+#[inline(never)]
 pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
     let n = match (v.as_i64(), v.as_f64()) {
         (Some(i), _) if i < 0 => return Err(ConfigError::at(path, format!("must be at least {min}"))),
@@ -109,6 +119,7 @@ pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
 }
 
 /// A number from 0 to 1 (fractions allowed).
+#[inline(never)]
 pub fn fraction(v: &Value, path: &str) -> Result<f64> {
     match v.as_f64() {
         Some(f) if (0.0..=1.0).contains(&f) => Ok(f),
