@@ -46,10 +46,11 @@ pub fn source_of(line: usize) -> Option<(&'static str, usize)> {
 /// The source of the line a Redis error names (`user_script:<line>`, its
 /// last mention), as `lua/<file>:<line>`.
 pub fn source_of_error(message: &str) -> Option<String> {
-    const AT: &str = "user_script:";
-    let at = message.rfind(AT)? + AT.len();
-    let digits = message.get(at..)?.bytes().take_while(u8::is_ascii_digit).take(9).count();
-    let line = message.get(at..at + digits)?.parse().ok()?;
+    const AT: &[u8] = b"user_script:";
+    let bytes = message.as_bytes();
+    let at = bytes.windows(AT.len()).rposition(|w| w == AT)? + AT.len();
+    let digits = bytes.get(at..)?.iter().take_while(|b| b.is_ascii_digit()).take(9);
+    let line = digits.fold(None, |n: Option<usize>, d| Some(n.unwrap_or(0) * 10 + usize::from(d - b'0')))?;
     let (file, line) = source_of(line)?;
     Some(format!("lua/{file}:{line}"))
 }
@@ -141,6 +142,12 @@ mod tests {
         assert_eq!(
             source_of_error("ERR user_script:1: boom script: x, on @user_script:1."),
             Some("lua/prelude.lua:1".into())
+        );
+        let (file, line) = source_of(2).unwrap();
+        assert_eq!(
+            source_of_error("ERR user_script:1: boom script: x, on @user_script:2."),
+            Some(format!("lua/{file}:{line}")),
+            "the last mention"
         );
         for none in ["WRONGTYPE Operation against a key", "user_script:", "user_script:0", "user_script:99999999999999"]
         {
