@@ -1,8 +1,9 @@
 //! The Lua decision script, embedded as written in `lua/` by `build.rs`:
 //! the prelude, the clock and the driver with each algorithm's file copied
 //! in. One text, one SHA-1, so a single EVALSHA covers every algorithm.
-//! Nothing is renamed or moved, and a comment line is left empty: every
-//! line of the script is a line of a file in `lua/`, and `source_of` says
+//! Nothing is renamed or moved; a comment line is left empty and a line
+//! of code unindented: every line of the script is a line of a file in
+//! `lua/`, and `source_of` says
 //! which, so a Redis error's
 //! `user_script:<line>` points into `lua/`.
 
@@ -76,11 +77,12 @@ mod tests {
         ("concurrency_write.lua", include_str!("../../lua/concurrency_write.lua")),
     ];
 
-    /// Line `line` of `file` as the script holds it: a comment line empty.
+    /// Line `line` of `file` as the script holds it: a comment line empty,
+    /// a line of code unindented.
     fn source_line(file: &str, line: usize) -> &'static str {
         let (_, text) = SOURCES.iter().find(|(f, _)| *f == file).unwrap_or_else(|| panic!("{file} is not in lua/"));
-        let l = text.lines().nth(line - 1).unwrap_or_else(|| panic!("lua/{file} has no line {line}"));
-        if l.trim_start().starts_with("--") {
+        let l = text.lines().nth(line - 1).unwrap_or_else(|| panic!("lua/{file} has no line {line}")).trim();
+        if l.starts_with("--") {
             ""
         } else {
             l
