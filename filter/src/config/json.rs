@@ -102,11 +102,12 @@ impl<'a> Obj<'a> {
 /// An integer within `min..=max`.
 #[inline(never)]
 pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
-    let n = match (v.as_i64(), v.as_f64()) {
+    let n = match (v.as_i64(), v.as_decimal()) {
         (Some(i), _) if i < 0 => return Err(ConfigError::at(path, format!("must be at least {min}"))),
         (Some(i), _) => i as u64,
-        // An integer literal beyond i64.
-        (None, Some(f)) if f.fract() == 0.0 && f >= 9.2e18 => u64::MAX,
+        // A number beyond i64 (whose nearest double is at least 9.2e18,
+        // as this read it when it read doubles: every such double is whole).
+        (None, Some(d)) if !d.is_negative() && d.whole() >= 9_199_999_999_999_999_488 => u64::MAX,
         _ => return Err(ConfigError::at(path, "must be an integer")),
     };
     if n < min {
@@ -152,5 +153,33 @@ mod tests {
         assert_eq!(o.uint("s", 1, 10).unwrap_err().to_string(), "x.s: must be an integer");
         assert_eq!(o.uint("big", 1, 10).unwrap_err().to_string(), "x.big: must be at most 10");
         assert_eq!(o.uint("missing", 1, 10).unwrap(), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_number_past_i64_is_too_large_where_its_double_was() {
+        // Until numbers were read without doubles, a number that is no i64
+        // was "at most" refused when its nearest double was at least
+        // 9.2e18, else "must be an integer": the same, on both sides.
+        for text in [
+            "9199999999999999488.0",
+            "9199999999999999487.999",
+            "9.2e18",
+            "9.1999999999999994875e18",
+            "9223372036854775808",
+            "1e19",
+            "1e300",
+            "-1e19",
+            "-0.0",
+            "1e18",
+            "12.0",
+        ] {
+            let before = match text.parse::<f64>().unwrap() {
+                f if f.fract() == 0.0 && f >= 9.2e18 => "x: must be at most 10",
+                _ => "x: must be an integer",
+            };
+            let v = parse(text.as_bytes()).unwrap();
+            assert_eq!(uint(&v, "x", 1, 10).unwrap_err().to_string(), before, "{text}");
+        }
     }
 }
