@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 
 use super::incidents::Incident;
+use super::jobs::{Job, JobId};
 use super::usage_watch::{amount, Reported};
-use super::{Host, Owner, Worker, MAX_CHARGES};
-use crate::config::{Counts, Rule};
+use super::{Host, Worker, MAX_CHARGES};
+use crate::config::{Config, Counts, Rule};
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
@@ -33,10 +34,10 @@ pub(super) struct PendingCharge {
 }
 
 /// The charges still waiting in the queue (not yet in a call), per rule,
-/// identity and kind: the entry a new one of that client merges into. A
+/// identity and kind: the job a new one of that client merges into. A
 /// B-tree: its cost never depends on how identities hash.
 #[derive(Debug, Default)]
-pub(super) struct Waiting(BTreeMap<(usize, String, Kind), u64>);
+pub(super) struct Waiting(BTreeMap<(usize, String, Kind), JobId>);
 
 /// What a waiting entry does: charge, or give back reservations taken in
 /// these windows (one index per limit charged: refunds merge only when
@@ -62,6 +63,20 @@ fn refund_windows(rule: &Rule, limits: &[(usize, Option<u64>)], at_ms: u64) -> V
 fn max_amount(rule: &Rule) -> u64 {
     let top = (1u64 << 53) - 1;
     rule.limits.iter().filter(|l| l.counts == Counts::Cost).map(|l| top / l.spec.window_ms.max(1)).min().unwrap_or(0)
+}
+
+impl Waiting {
+    /// Charge job `job` (`c`) leaves the queue (for a call, or failed):
+    /// later charges of its client start a new entry.
+    pub(super) fn leave(&mut self, config: &Config, job: JobId, c: &PendingCharge) {
+        let kind = c
+            .refund_at
+            .and_then(|at| config.rules.get(c.charge.rule).map(|rule| refund_windows(rule, &c.charge.limits, at)));
+        let key = (c.charge.rule, c.charge.identity.clone(), kind);
+        if self.0.get(&key) == Some(&job) {
+            self.0.remove(&key);
+        }
+    }
 }
 
 impl Worker {
@@ -112,7 +127,7 @@ impl Worker {
         let most = max_amount(rule);
         let kind = refund_at.map(|at| refund_windows(rule, &charge.limits, at));
         let key = (charge.rule, charge.identity, kind);
-        if let Some(p) = self.waiting.0.get(&key).and_then(|id| self.charges.get_mut(id)) {
+        if let Some(Job::Charge(p)) = self.waiting.0.get(&key).and_then(|&job| self.jobs.get_mut(job)) {
             if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
                 p.amount = sum;
                 p.responses += 1;
@@ -122,31 +137,15 @@ impl Worker {
         let charge = Charge { identity: key.1.clone(), ..charge };
         let now = host.now_ms();
         let pending = PendingCharge { charge, amount: units, responses: 1, refund_at };
-        if self.charges.len() >= MAX_CHARGES {
+        if self.jobs.charges() >= MAX_CHARGES {
             self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
             return;
         }
-        let id = self.next_charge;
-        self.next_charge = self.next_charge.wrapping_add(1);
-        self.charges.insert(id, pending);
-        self.waiting.0.insert(key, id);
-        let queued = self.queued(Owner::Charge(id), now).map(|q| self.queue.push(q));
+        let job = self.jobs.add(Job::Charge(pending));
+        self.waiting.0.insert(key, job);
+        let queued = self.queued(job, now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
-            self.refuse_overloaded(host, q.owner, now);
-        }
-        self.pump(host);
-    }
-
-    /// Charge `id` leaves the queue (for a call, or failed): later charges
-    /// of its client start a new entry.
-    pub(super) fn charge_leaves_queue(&mut self, id: u64) {
-        let Some(c) = self.charges.get(&id) else { return };
-        let kind = c
-            .refund_at
-            .and_then(|at| self.config.rules.get(c.charge.rule).map(|rule| refund_windows(rule, &c.charge.limits, at)));
-        let key = (c.charge.rule, c.charge.identity.clone(), kind);
-        if self.waiting.0.get(&key) == Some(&id) {
-            self.waiting.0.remove(&key);
+            self.refuse_overloaded(host, q.job, now);
         }
     }
 

@@ -12,7 +12,8 @@ use crate::keys::HashSlot;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-use super::{Host, Owner, Worker};
+use super::jobs::Job;
+use super::{Host, Worker};
 use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit};
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
@@ -41,13 +42,11 @@ pub(super) struct LeaseAsk {
 #[derive(Debug, Default)]
 pub(super) struct Leases {
     pub(super) heat: RefCell<Heat>,
-    pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,
     /// Hot fingerprints with no view of their limits yet: their next
     /// decision's answer is kept as one. A hint: emptied when full.
     viewing: BTreeSet<u64>,
-    next: u64,
 }
 
 impl Leases {
@@ -62,7 +61,7 @@ impl Worker {
     pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: u64) {
         let Some(c) = &d.lease else { return };
         let leases = &mut self.leases;
-        if leases.asking.contains(&c.fingerprint) || leases.asks.len() >= MAX_LEASE_ASKS {
+        if leases.asking.contains(&c.fingerprint) || leases.asking.len() >= MAX_LEASE_ASKS {
             return;
         }
         // Counted as the request was read (see `pipeline`). A client that
@@ -94,8 +93,6 @@ impl Worker {
             let Some(units) = per.checked_mul(requests) else { return };
             limits.push(PlannedLimit { op: crate::spec::Op::Use(units), ..*l });
         }
-        let id = leases.next;
-        leases.next = leases.next.wrapping_add(1);
         leases.asking.insert(c.fingerprint);
         let ask = LeaseAsk {
             candidate: c.clone(),
@@ -106,10 +103,10 @@ impl Worker {
             limits,
             asked_at_ms: now,
         };
-        leases.asks.insert(id, ask);
-        let queued = self.queued(Owner::Lease(id), now).map(|q| self.queue.push(q));
+        let job = self.jobs.add(Job::Lease(ask));
+        let queued = self.queued(job, now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
-            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
+            self.deliver(host, q.job, Err(StoreError::Overloaded), now);
         }
     }
 
@@ -117,11 +114,10 @@ impl Worker {
     pub(super) fn settle_lease<H: Host>(
         &mut self,
         host: &H,
-        id: u64,
+        ask: LeaseAsk,
         result: Result<Vec<LimitOutcome>, StoreError>,
         at: u64,
     ) {
-        let Some(ask) = self.leases.asks.remove(&id) else { return };
         self.leases.asking.remove(&ask.candidate.fingerprint);
         // A store that failed granted nothing; the request's own decision
         // follows its rule's policy.

@@ -1,0 +1,217 @@
+//! A request decided: the pipeline plans its decisions, each goes to the
+//! store as a job, their results come back to the request's `Pending`, and
+//! the outcome is carried out once, at the end of the callback that
+//! decided it: the request's own callback answers with it, any other
+//! resumes or answers the stream.
+
+use super::jobs::{Job, JobId};
+use super::permits::HeldPermit;
+use super::stream::{Phase, Stream};
+use super::usage_watch::UsageWatch;
+use super::{Action, Callback, Host, Incident, Worker, MAX_QUEUED};
+use crate::lease::Heat;
+use crate::outcome::LimitOutcome;
+use crate::pipeline::{begin_request, Env, Outcome, Start};
+use crate::request::{Request, RequestSource};
+use crate::store::StoreError;
+
+impl Worker {
+    /// The pipeline's view of this worker and `host`.
+    pub(super) fn env<'a, H: Host>(
+        config: &'a crate::config::Config,
+        host: &'a H,
+        heat: &'a std::cell::RefCell<Heat>,
+    ) -> Env<'a, H, H> {
+        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(heat) }
+    }
+
+    /// Decides a request whose headers (and body, if a rule reads it) are
+    /// in: at once, or by queueing its decisions (the outcome is carried
+    /// out by `finish_callback`).
+    pub(super) fn decide<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        req: &Request<'_, R>,
+        now: u64,
+    ) {
+        // The instant read above: one clock hostcall a request.
+        let start = begin_request(&Self::env(&self.config, host, &self.leases.heat), req, || now);
+        self.ask_for_identity_encoding(host, req);
+        let pending = match start {
+            Start::Done(outcome) => return self.decided(host, stream, outcome, now),
+            Start::Wait(pending) => pending,
+        };
+        let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
+        let hot: Vec<_> = waiting
+            .iter()
+            .filter(|&&i| pending.decisions[i].lease.is_some())
+            .map(|&i| pending.decisions[i].clone())
+            .collect();
+        let jobs: Vec<Option<JobId>> = (0..pending.decisions.len())
+            .map(|index| waiting.contains(&index).then(|| self.jobs.add(Job::Decide { stream, index })))
+            .collect();
+        self.track(host, stream, Stream::new(Phase::Deciding { pending, jobs: jobs.clone() }, now), now);
+        for job in jobs.into_iter().flatten() {
+            let Some(item) = self.queued(job, now) else { continue };
+            if let Err(item) = self.queue.push(item) {
+                self.refuse_overloaded(host, item.job, now);
+            }
+        }
+        for d in hot {
+            self.ask_lease(host, &d, now);
+        }
+    }
+
+    /// A request a rule reading usage from the response body applies to
+    /// asks the upstream for an uncompressed answer (`accept-encoding:
+    /// identity`), so that no client can make its usage unreadable by
+    /// asking for compression. (An upstream that compresses anyway is
+    /// decoded; see `usage_watch`.)
+    fn ask_for_identity_encoding<H: Host, R: RequestSource + ?Sized>(&self, host: &H, req: &Request<'_, R>) {
+        if self.config.rules.iter().any(|r| r.reads_body() && r.matcher.matches_headers(req)) {
+            host.set_request_header("accept-encoding", "identity");
+        }
+    }
+
+    /// Stream `stream`'s request is decided: its outcome waits to be
+    /// carried out at the end of the running callback.
+    pub(super) fn decided<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) {
+        match self.streams.get_mut(&stream) {
+            Some(s) => s.phase = Phase::Decided(outcome),
+            None => self.track(host, stream, Stream::new(Phase::Decided(outcome), now), now),
+        }
+        self.ready.push(stream);
+    }
+
+    /// The end of every callback: sends what may go, and carries out the
+    /// outcomes decided meanwhile: the request of a `Callback::Request`
+    /// gets its own as the answer returned, every other stream is resumed
+    /// or answered (on a pinned host only the stream whose callback runs;
+    /// the host resumes the others when their own call ends). What an
+    /// answer refuses, its stream gives back at once.
+    pub(super) fn finish_callback<H: Host>(&mut self, host: &H, cb: Callback) -> Action {
+        let mut own = None;
+        loop {
+            self.pump(host, cb);
+            if self.ready.is_empty() {
+                break;
+            }
+            for id in std::mem::take(&mut self.ready) {
+                let action = self.carry_out(host, id, cb);
+                if cb == Callback::Request(id) {
+                    own = action;
+                }
+            }
+        }
+        let Callback::Request(stream) = cb else { return Action::Continue };
+        own.unwrap_or(match self.streams.get(&stream) {
+            Some(s) if matches!(s.phase, Phase::Deciding { .. } | Phase::Body(_)) => Action::Pause,
+            _ => Action::Continue,
+        })
+    }
+
+    /// Carries out stream `id`'s outcome; the action its own callback answers.
+    fn carry_out<H: Host>(&mut self, host: &H, id: u32, cb: Callback) -> Option<Action> {
+        let stream = self.streams.get_mut(&id)?;
+        let Phase::Decided(outcome) = std::mem::replace(&mut stream.phase, Phase::Passing) else { return None };
+        let returned = cb == Callback::Request(id);
+        let may_act = returned || cb.stream() == Some(id) || !self.pinned;
+        match outcome {
+            Outcome::Continue(headers, charges, holds) => {
+                let now = host.now_ms();
+                stream.headers = headers;
+                stream.usage = charges.into_iter().map(UsageWatch::new).collect();
+                stream.permits = holds.into_iter().map(|h| HeldPermit::new(h, now)).collect();
+                if stream.done() {
+                    self.streams.remove(&id);
+                }
+                if returned {
+                    return Some(Action::Continue);
+                }
+                if may_act {
+                    host.resume(id);
+                }
+                None
+            }
+            Outcome::Reply(reply) => {
+                if may_act {
+                    host.reply(id, &reply);
+                }
+                self.end_stream(host, id);
+                returned.then_some(Action::Pause)
+            }
+        }
+    }
+
+    /// The result of job `job` (`at`: the instant the store decided it).
+    pub(super) fn deliver<H: Host>(
+        &mut self,
+        host: &H,
+        job: JobId,
+        result: Result<Vec<LimitOutcome>, StoreError>,
+        at: u64,
+    ) {
+        match self.jobs.remove(job) {
+            Some(Job::Decide { stream, index }) => self.deliver_decision(host, stream, index, result, at),
+            Some(Job::Orphan(orphan)) => {
+                let admitted = matches!(&result, Ok(outcomes) if outcomes.iter().all(|o| o.allowed));
+                let may_have_run = result.as_ref().is_err_and(StoreError::may_have_run);
+                self.settle_orphan(host, orphan, admitted, may_have_run);
+            }
+            Some(Job::Charge(c)) => {
+                self.waiting.leave(&self.config, job, &c);
+                self.settle_charge(host, c, result, at);
+            }
+            Some(Job::Lease(ask)) => self.settle_lease(host, ask, result, at),
+            Some(Job::Permit(call)) => self.settle_permit(host, call, result, at),
+            None => {}
+        }
+    }
+
+    /// Decision `index` of stream `stream` has its result; the stream is
+    /// decided once all are in.
+    fn deliver_decision<H: Host>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        index: usize,
+        result: Result<Vec<LimitOutcome>, StoreError>,
+        at: u64,
+    ) {
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        let Phase::Deciding { pending, jobs } = &mut s.phase else { return };
+        if let Some(job) = jobs.get_mut(index) {
+            *job = None;
+        }
+        let lease = pending.decisions.get(index).and_then(|d| d.lease.clone());
+        if let (Ok(outcomes), Some(c)) = (&result, lease.filter(|_| self.leases.waits_for_views())) {
+            self.keep_view(host, &c, outcomes, at);
+        }
+        let Some(s) = self.streams.get_mut(&stream) else { return };
+        let Phase::Deciding { pending, .. } = &mut s.phase else { return };
+        let env = Self::env(&self.config, host, &self.leases.heat);
+        let Some(outcome) = pending.on_reply(&env, index, result) else { return };
+        let stranded = pending.take_stranded();
+        let given_back = pending.take_stranded_reservations();
+        s.phase = Phase::Decided(outcome);
+        self.ready.push(stream);
+        self.end_permits(host, stranded);
+        for reservation in given_back {
+            self.give_back(host, reservation);
+        }
+    }
+
+    /// A job refused because `MAX_QUEUED` already wait: its rule's failure
+    /// policy (a charge: the fallback), counted and logged as overloaded,
+    /// never as a store error.
+    pub(super) fn refuse_overloaded<H: Host>(&mut self, host: &H, job: JobId, now: u64) {
+        if matches!(self.jobs.get(job), Some(Job::Decide { .. })) {
+            let reason = format!("{MAX_QUEUED} decisions already wait for the store on this worker");
+            if let Some(line) = self.incidents.record(Incident::Overloaded, now, 1, 0, &reason) {
+                host.warn(&line);
+            }
+        }
+        self.deliver(host, job, Err(StoreError::Overloaded), now);
+    }
+}

@@ -1,0 +1,221 @@
+//! Concurrency permits on the worker. A stream admitted by a concurrency
+//! limit holds a permit until it ends: then the permit is released, once,
+//! in a store call batched with the others (or, taken in the local share
+//! while the store failed, released there): `end_permit` is the one place
+//! that releases a permit. While the stream lives the permit is renewed
+//! every third of `max_hold`, so it never expires under a live stream; a
+//! renewal the store does not take is tried again on the next tick. A
+//! permit taken by a decision whose stream went away before the store
+//! answered is released when the answer comes (an orphan, `jobs`).
+//!
+//! A permit taken in the local share while the store failed is renewed
+//! there, and on the same beat offered to the store: a renewal that gets
+//! through adds it to the store's permits and gives its local share back,
+//! so every proxy counts it again (until then this proxy's takes count it,
+//! see `Op::Take`).
+
+use super::jobs::{Job, JobId};
+use super::{Host, Worker, MIN_TICK_MS};
+use crate::algorithm::Algorithm;
+use crate::config::{Config, Limit};
+use crate::fallback;
+use crate::metrics::Event;
+use crate::outcome::LimitOutcome;
+use crate::pipeline::Hold;
+use crate::spec::Op;
+use crate::store::StoreError;
+
+/// A permit a live stream holds.
+#[derive(Debug)]
+pub(super) struct HeldPermit {
+    pub(super) hold: Hold,
+    /// When it was taken or last renewed (the proxy's clock).
+    renewed_ms: u64,
+    /// Its renewal on its way to the store.
+    pub(super) renewal: Option<JobId>,
+}
+
+impl HeldPermit {
+    pub(super) fn new(hold: Hold, now_ms: u64) -> HeldPermit {
+        HeldPermit { hold, renewed_ms: now_ms, renewal: None }
+    }
+}
+
+/// A release or renewal on its way to the store.
+#[derive(Debug)]
+pub(super) struct PermitCall {
+    pub(super) hold: Hold,
+    /// `Op::Release` or `Op::Renew`.
+    pub(super) op: Op,
+    /// The stream a renewal is for.
+    stream: Option<u32>,
+    /// The stream ended while this renewal was out: release the permit
+    /// once it is answered (sent now, the release could overtake it in
+    /// another call and the renewal take the permit again).
+    then_release: bool,
+    /// A permit of the local share moving into the store.
+    moving: bool,
+}
+
+/// How often a permit is renewed: every third of its `max_hold`, so two
+/// renewals in a row may fail before it expires.
+fn renew_every_ms(limit: &Limit) -> u64 {
+    (limit.spec.window_ms / 3).max(MIN_TICK_MS)
+}
+
+/// The timer period a configuration with concurrency limits needs: a
+/// sixth of the shortest `max_hold` (a permit is renewed at most half a
+/// renewal period late); `None` without concurrency limits.
+pub(super) fn tick_ms(config: &Config) -> Option<u64> {
+    let limits = config.rules.iter().flat_map(|r| &r.limits);
+    limits.filter(|l| l.spec.algorithm == Algorithm::Concurrency).map(|l| (l.spec.window_ms / 6).max(MIN_TICK_MS)).min()
+}
+
+impl Worker {
+    /// Releases permits of requests that ended or never began (refused
+    /// by another rule after the store gave them).
+    pub(super) fn end_permits<H: Host>(&mut self, host: &H, holds: Vec<Hold>) {
+        for hold in holds {
+            self.end_permit(host, hold, None);
+        }
+    }
+
+    /// Releases one permit: in the local share at once, in the store by a
+    /// release call; while `renewal` is on its way, once it comes back
+    /// (it could otherwise take the permit again after the release).
+    pub(super) fn end_permit<H: Host>(&mut self, host: &H, hold: Hold, renewal: Option<JobId>) {
+        let now = host.now_ms();
+        let renewing = renewal.and_then(|job| match self.jobs.get_mut(job) {
+            Some(Job::Permit(call)) => Some(call),
+            _ => None,
+        });
+        if hold.local {
+            hold.release_locally(&self.config, host, host, now);
+        }
+        if let Some(call) = renewing {
+            // On its way into the store, or renewed there: released once back.
+            call.then_release = true;
+            return;
+        }
+        if !hold.local {
+            let op = Op::Release(hold.id);
+            self.queue_permit_call(
+                host,
+                PermitCall { hold, op, stream: None, then_release: false, moving: false },
+                now,
+            );
+        }
+    }
+
+    /// Renews the permits of live streams that are due, on the timer.
+    pub(super) fn renew_permits<H: Host>(&mut self, host: &H, now: u64) {
+        let mut due = Vec::new();
+        for (&stream, state) in self.streams.iter_mut() {
+            for (i, held) in state.permits.iter_mut().enumerate().filter(|(_, h)| h.renewal.is_none()) {
+                let Some(limit) = self.config.rules.get(held.hold.rule).and_then(|r| r.limits.get(held.hold.limit))
+                else {
+                    continue;
+                };
+                if now.saturating_sub(held.renewed_ms) < renew_every_ms(limit) {
+                    continue;
+                }
+                let moving = held.hold.local;
+                if moving {
+                    if let Some(l) = held.hold.local_share(&self.config) {
+                        fallback::renew_slot(host, self.config.deny_cache.slots, &l, now);
+                    }
+                    held.renewed_ms = now;
+                }
+                let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
+                due.push((stream, i, PermitCall { hold, op, stream: Some(stream), then_release: false, moving }));
+            }
+        }
+        for (stream, i, call) in due {
+            let job = self.queue_permit_call(host, call, now);
+            if let Some(held) = self.streams.get_mut(&stream).and_then(|s| s.permits.get_mut(i)) {
+                held.renewal = job;
+            }
+        }
+    }
+
+    /// Queues `call` as a job; its id while it is owned.
+    fn queue_permit_call<H: Host>(&mut self, host: &H, call: PermitCall, now: u64) -> Option<JobId> {
+        let job = self.jobs.add(Job::Permit(call));
+        let queued = self.queued(job, now).map(|q| self.queue.push(q));
+        if let Some(Err(q)) = queued {
+            self.refuse_overloaded(host, q.job, now);
+        }
+        self.jobs.get(job).map(|_| job)
+    }
+
+    /// A release's or renewal's result: counted; a renewal that did not
+    /// reach the store is tried again on the next tick, one that did is
+    /// dated from when it was sent.
+    pub(super) fn settle_permit<H: Host>(
+        &mut self,
+        host: &H,
+        call: PermitCall,
+        result: Result<Vec<LimitOutcome>, StoreError>,
+        at: u64,
+    ) {
+        if call.moving {
+            return self.settle_move(host, call, result.is_ok(), at);
+        }
+        let held_on = result.as_ref().map(|outcomes| outcomes.iter().all(|o| o.allowed));
+        let event = match (held_on, call.op) {
+            (Ok(true), Op::Release(_)) => Some(Event::SlotReleased),
+            // Renewed: nothing to count, the permit held on.
+            (Ok(true), _) => None,
+            (Ok(false), _) => Some(Event::SlotExpired),
+            (Err(_), _) => Some(Event::SlotStoreFailed),
+        };
+        if let Some(event) = event {
+            host.count(call.hold.rule, event);
+        }
+        if call.then_release {
+            return self.end_permit(host, call.hold, None);
+        }
+        let Some(held) = self.held(call.stream, &call.hold) else { return };
+        held.renewal = None;
+        if result.is_ok() {
+            held.renewed_ms = at;
+        }
+    }
+
+    /// Stream `stream`'s held permit `hold`, if it still holds it.
+    fn held(&mut self, stream: Option<u32>, hold: &Hold) -> Option<&mut HeldPermit> {
+        self.streams.get_mut(&stream?)?.permits.iter_mut().find(|h| h.hold == *hold)
+    }
+
+    /// A local permit's renewal in the store came back: taken there
+    /// (`in_store`), it is a store permit from now on and its local share
+    /// is given back; a stream that ended meanwhile (its local share
+    /// already given back) releases it from the store. Not taken: it stays
+    /// local, offered again on its next renewal.
+    fn settle_move<H: Host>(&mut self, host: &H, call: PermitCall, in_store: bool, at: u64) {
+        let stored = Hold { local: false, ..call.hold.clone() };
+        if call.then_release {
+            if in_store {
+                self.end_permit(host, stored, None);
+            }
+            return;
+        }
+        let config = &self.config;
+        let Some(held) = self
+            .streams
+            .get_mut(&call.stream.unwrap_or(u32::MAX))
+            .and_then(|s| s.permits.iter_mut().find(|h| h.hold == call.hold))
+        else {
+            return;
+        };
+        held.renewal = None;
+        if !in_store {
+            return;
+        }
+        if let Some(l) = call.hold.local_share(config) {
+            fallback::release_slot(host, config.deny_cache.slots, &l, at);
+        }
+        held.hold = stored;
+        held.renewed_ms = at;
+    }
+}

@@ -1,0 +1,159 @@
+//! One stream and everything it has taken, with the one teardown that
+//! ends each of them exactly once, whatever ends the stream: the host ends
+//! it, the filter answers it, it is forgotten as too old. A stream's
+//! resources: the decisions it waits for (queued, or in a call: those
+//! become orphans), its body wait, the permits and reservations the store
+//! gave it, the charges it owes, the usage being taken out of its response.
+
+use super::body_wait::BodyWait;
+use super::jobs::{Job, JobId, Orphan};
+use super::permits::HeldPermit;
+use super::usage_watch::UsageWatch;
+use super::{Host, Worker};
+use crate::pipeline::{Hold, Outcome, Pending, PlannedDecision};
+use crate::response::Headers;
+use crate::usage::UsageStripper;
+
+/// A stream the worker keeps state for.
+#[derive(Debug)]
+pub(super) struct Stream {
+    pub(super) phase: Phase,
+    /// The rate-limit fields its response gets.
+    pub(super) headers: Headers,
+    /// Charges waiting for its response to report the usage.
+    pub(super) usage: Vec<UsageWatch>,
+    /// Concurrency permits held until it ends.
+    pub(super) permits: Vec<HeldPermit>,
+    /// The filter made the request ask for its usage: the client's stream
+    /// is given back without it.
+    pub(super) asked_usage: bool,
+    /// Taking that usage back out of the response body, once it began.
+    pub(super) stripper: Option<UsageStripper>,
+    /// Request body bytes the filter saw (read whole, or counted as they
+    /// passed): what a charge without a usage report estimates the prompt from.
+    pub(super) request_bytes: u64,
+    pub(super) created_ms: u64,
+}
+
+/// Where its request is.
+#[derive(Debug)]
+pub(super) enum Phase {
+    /// Its decision waits for the request body.
+    Body(BodyWait),
+    /// Its decisions are out: the job of each still to come, by index.
+    Deciding { pending: Pending, jobs: Vec<Option<JobId>> },
+    /// Decided; the outcome is carried out when the callback that decided
+    /// it is done (see `Worker::carry_out`).
+    Decided(Outcome),
+    /// Let through.
+    Passing,
+}
+
+impl Stream {
+    /// A stream in `phase`, begun at `now`.
+    pub(super) fn new(phase: Phase, now: u64) -> Stream {
+        Stream {
+            phase,
+            headers: Vec::new(),
+            usage: Vec::new(),
+            permits: Vec::new(),
+            asked_usage: false,
+            stripper: None,
+            request_bytes: 0,
+            created_ms: now,
+        }
+    }
+
+    /// Nothing left to do for it before it ends.
+    pub(super) fn done(&self) -> bool {
+        matches!(self.phase, Phase::Passing)
+            && self.headers.is_empty()
+            && self.usage.is_empty()
+            && self.permits.is_empty()
+            && self.stripper.is_none()
+    }
+
+    /// Whether its request waits for its decisions.
+    pub(super) fn deciding(&self) -> bool {
+        matches!(self.phase, Phase::Deciding { .. })
+    }
+}
+
+impl Worker {
+    /// Ends stream `id` and everything it took: its decisions still queued
+    /// leave the queue and those in a call become orphans; what decisions
+    /// that answered took for a request never decided whole, and what a
+    /// decided but never carried out outcome holds, goes back; its charges
+    /// are made with what its response reported (see `usage_watch`); its
+    /// permits are released.
+    pub(super) fn end_stream<H: Host>(&mut self, host: &H, id: u32) {
+        self.take_body_wait(id);
+        let Some(stream) = self.streams.remove(&id) else { return };
+        let mut permits: Vec<Hold> = Vec::new();
+        let mut reservations = Vec::new();
+        match stream.phase {
+            Phase::Deciding { pending, jobs } => {
+                permits.extend(pending.taken_so_far());
+                reservations = pending.reserved_so_far(&self.config);
+                let out: Vec<(JobId, usize)> =
+                    jobs.iter().enumerate().filter_map(|(i, job)| job.map(|job| (job, i))).collect();
+                let queued = self.queue.remove_where(|q| out.iter().any(|(job, _)| *job == q.job));
+                for (job, index) in out {
+                    match (queued.iter().any(|q| q.job == job), pending.decisions.get(index)) {
+                        (false, Some(d)) => self.orphan(job, d),
+                        _ => {
+                            self.jobs.remove(job);
+                        }
+                    }
+                }
+            }
+            Phase::Decided(Outcome::Continue(_, charges, holds)) => {
+                permits.extend(holds);
+                reservations = charges.into_iter().filter(|c| c.reserved.is_some()).collect();
+            }
+            Phase::Decided(Outcome::Reply(_)) | Phase::Body(_) | Phase::Passing => {}
+        }
+        for mut watch in stream.usage {
+            let reported = watch.on_end();
+            self.submit_charge(host, watch.charge, reported, stream.request_bytes);
+        }
+        for held in stream.permits {
+            self.end_permit(host, held.hold, held.renewal);
+        }
+        self.end_permits(host, permits);
+        for reservation in reservations {
+            self.give_back(host, reservation);
+        }
+    }
+
+    /// Decision `d`'s job, in a call, outlives its stream: an orphan of
+    /// what it may take (nothing: forgotten).
+    fn orphan(&mut self, job: JobId, d: &PlannedDecision) {
+        let clock = self.flights.values().find(|f| f.jobs.contains(&job)).map(|f| f.call.now_ms);
+        let orphan = Orphan {
+            permits: d.takes(false).collect(),
+            reservations: clock.map(|at| d.reservations(&self.config, at)).unwrap_or_default(),
+        };
+        match self.jobs.get_mut(job) {
+            Some(j) if !orphan.permits.is_empty() || !orphan.reservations.is_empty() => *j = Job::Orphan(orphan),
+            _ => {
+                self.jobs.remove(job);
+            }
+        }
+    }
+
+    /// What an orphan's answer leaves to give back: its permits if the
+    /// store admitted it or its answer was lost (it may have run), its
+    /// reservations only if it surely admitted (a refund of units never
+    /// taken would admit past the limit).
+    pub(super) fn settle_orphan<H: Host>(&mut self, host: &H, orphan: Orphan, admitted: bool, may_have_run: bool) {
+        if admitted || may_have_run {
+            self.end_permits(host, orphan.permits);
+        }
+        if admitted {
+            for reservation in orphan.reservations {
+                self.give_back(host, reservation);
+            }
+        }
+    }
+}
