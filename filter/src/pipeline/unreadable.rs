@@ -6,7 +6,8 @@
 //! the fallback bucket, closed: 503), all such requests sharing one
 //! identity; each is counted as a bad request.
 
-use super::{plan_limits, Env, Outcome, Pending, PlannedDecision};
+use super::plan::plan_limits;
+use super::{Decided, Env, Pending, PlannedDecision};
 use crate::fingerprint::IdentityDigest;
 use crate::identity::digest;
 use crate::keys::cluster_slot;
@@ -19,7 +20,7 @@ use crate::store::StoreError;
 const UNREADABLE: &str = "~Unreadable";
 
 /// The outcome of an unreadable request at `now_ms`.
-pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now_ms: u64) -> Outcome
+pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now_ms: u64) -> Decided
 where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
@@ -49,6 +50,5 @@ where
             prices: Vec::new(),
         });
     }
-    let known = Vec::new();
-    Pending { now_ms, decisions, known, stranded: Vec::new(), stranded_reservations: Vec::new() }.finish(env)
+    Pending::new(now_ms, decisions, Vec::new()).finish(env)
 }

@@ -8,7 +8,7 @@ use super::stream::{Phase, Stream};
 use super::{Action, Callback, Host, Worker, MIN_TICK_MS};
 use crate::config::Config;
 use crate::metrics::Event;
-use crate::pipeline::{body_timeout, Outcome};
+use crate::pipeline::{body_timeout, Decided};
 use crate::request::{Body, Request, RequestSource};
 use crate::response::{refused, LocalReply};
 
@@ -185,7 +185,7 @@ impl Worker {
         self.sweep(host, now);
         let req = Request::with_body(request, body);
         match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
-            Some(Err(reply)) => self.decided(host, stream, Outcome::Reply(reply), now),
+            Some(Err(reply)) => self.decided(host, stream, Decided::reply(reply), now),
             asked => {
                 self.decide(host, stream, &req, now);
                 if let Some(state) = self.streams.get_mut(&stream) {

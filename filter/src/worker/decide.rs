@@ -4,25 +4,22 @@
 //! decided it: the request's own callback answers with it, any other
 //! resumes or answers the stream.
 
+use super::claims::WorkerClaims;
 use super::jobs::{Job, JobId};
 use super::permits::HeldPermit;
 use super::stream::{Phase, Stream};
 use super::usage_watch::UsageWatch;
 use super::{Action, Callback, Host, Incident, Worker, MAX_QUEUED};
-use crate::lease::Heat;
+use crate::deny_cache::DenyCache;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{begin_request, Env, Outcome, Start};
+use crate::pipeline::{begin_request, Decided, Env, Outcome, Start};
 use crate::request::{Request, RequestSource};
 use crate::store::StoreError;
 
 impl Worker {
-    /// The pipeline's view of this worker and `host`.
-    pub(super) fn env<'a, H: Host>(
-        config: &'a crate::config::Config,
-        host: &'a H,
-        heat: &'a std::cell::RefCell<Heat>,
-    ) -> Env<'a, H, H> {
-        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(heat) }
+    /// The pipeline's view of `config` and `host`.
+    pub(super) fn env<'a, H: Host>(config: &'a crate::config::Config, host: &'a H) -> Env<'a, H, H> {
+        Env { config, shared: host, metrics: host, random: host.random() }
     }
 
     /// Decides a request whose headers (and body, if a rule reads it) are
@@ -36,10 +33,11 @@ impl Worker {
         now: u64,
     ) {
         // The instant read above: one clock hostcall a request.
-        let start = begin_request(&Self::env(&self.config, host, &self.leases.heat), req, || now);
+        let mut claims = WorkerClaims { host, config: &self.config, heat: &mut self.leases.heat };
+        let start = begin_request(&Self::env(&self.config, host), req, || now, &mut claims);
         self.ask_for_identity_encoding(host, req);
         let pending = match start {
-            Start::Done(outcome) => return self.decided(host, stream, outcome, now),
+            Start::Done(decided) => return self.decided(host, stream, decided, now),
             Start::Wait(pending) => pending,
         };
         let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
@@ -76,10 +74,10 @@ impl Worker {
 
     /// Stream `stream`'s request is decided: its outcome waits to be
     /// carried out at the end of the running callback.
-    pub(super) fn decided<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) {
+    pub(super) fn decided<H: Host>(&mut self, host: &H, stream: u32, decided: Decided, now: u64) {
         match self.streams.get_mut(&stream) {
-            Some(s) => s.phase = Phase::Decided(outcome),
-            None => self.track(host, stream, Stream::new(Phase::Decided(outcome), now), now),
+            Some(s) => s.phase = Phase::Decided(decided),
+            None => self.track(host, stream, Stream::new(Phase::Decided(decided), now), now),
         }
         self.ready.push(stream);
     }
@@ -111,10 +109,19 @@ impl Worker {
         })
     }
 
-    /// Carries out stream `id`'s outcome; the action its own callback answers.
+    /// Carries out stream `id`'s outcome, with its effects (denials
+    /// remembered, what a refused request took given back); the action its
+    /// own callback answers.
     fn carry_out<H: Host>(&mut self, host: &H, id: u32, cb: Callback) -> Option<Action> {
         let stream = self.streams.get_mut(&id)?;
-        let Phase::Decided(outcome) = std::mem::replace(&mut stream.phase, Phase::Passing) else { return None };
+        let Phase::Decided(decided) = std::mem::replace(&mut stream.phase, Phase::Passing) else { return None };
+        let Decided { outcome, effects } = decided;
+        let cache = DenyCache::new(host, self.config.deny_cache.slots);
+        for (fingerprint, entry) in effects.denials {
+            cache.remember(fingerprint, entry);
+        }
+        self.return_taken(host, effects.give_back);
+        let stream = self.streams.get_mut(&id)?;
         let returned = cb == Callback::Request(id);
         let may_act = returned || cb.stream() == Some(id) || !self.pinned;
         match outcome {
@@ -190,16 +197,9 @@ impl Worker {
         }
         let Some(s) = self.streams.get_mut(&stream) else { return };
         let Phase::Deciding { pending, .. } = &mut s.phase else { return };
-        let env = Self::env(&self.config, host, &self.leases.heat);
-        let Some(outcome) = pending.on_reply(&env, index, result) else { return };
-        let stranded = pending.take_stranded();
-        let given_back = pending.take_stranded_reservations();
-        s.phase = Phase::Decided(outcome);
+        let Some(decided) = pending.on_reply(&Self::env(&self.config, host), index, result) else { return };
+        s.phase = Phase::Decided(decided);
         self.ready.push(stream);
-        self.end_permits(host, stranded);
-        for reservation in given_back {
-            self.give_back(host, reservation);
-        }
     }
 
     /// A job refused because `MAX_QUEUED` already wait: its rule's failure

@@ -9,7 +9,6 @@
 //! decision's answer is kept as the view instead.
 
 use crate::keys::HashSlot;
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use super::jobs::Job;
@@ -41,7 +40,7 @@ pub(super) struct LeaseAsk {
 /// What the worker keeps for leases.
 #[derive(Debug, Default)]
 pub(super) struct Leases {
-    pub(super) heat: RefCell<Heat>,
+    pub(super) heat: Heat,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,
     /// Hot fingerprints with no view of their limits yet: their next
@@ -66,7 +65,7 @@ impl Worker {
         }
         // Counted as the request was read (see `pipeline`). A client that
         // is not hot asks nothing and costs no shared-data read.
-        let heat = leases.heat.borrow().estimate(c.fingerprint, now, c.params.max_age_ms);
+        let heat = leases.heat.estimate(c.fingerprint, now, c.params.max_age_ms);
         if heat < lease::HOT_AFTER {
             return;
         }

@@ -18,6 +18,7 @@
 mod body_wait;
 mod calls;
 mod charges;
+mod claims;
 mod decide;
 mod host;
 mod incidents;

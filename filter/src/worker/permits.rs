@@ -72,14 +72,6 @@ pub(super) fn tick_ms(config: &Config) -> Option<u64> {
 }
 
 impl Worker {
-    /// Releases permits of requests that ended or never began (refused
-    /// by another rule after the store gave them).
-    pub(super) fn end_permits<H: Host>(&mut self, host: &H, holds: Vec<Hold>) {
-        for hold in holds {
-            self.end_permit(host, hold, None);
-        }
-    }
-
     /// Releases one permit: in the local share at once, in the store by a
     /// release call; while `renewal` is on its way, once it comes back
     /// (it could otherwise take the permit again after the release).

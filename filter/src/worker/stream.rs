@@ -10,7 +10,7 @@ use super::jobs::{Job, JobId, Orphan};
 use super::permits::HeldPermit;
 use super::usage_watch::UsageWatch;
 use super::{Host, Worker};
-use crate::pipeline::{Hold, Outcome, Pending, PlannedDecision};
+use crate::pipeline::{Decided, Outcome, Pending, PlannedDecision, Taken};
 use crate::response::Headers;
 use crate::usage::UsageStripper;
 
@@ -44,7 +44,7 @@ pub(super) enum Phase {
     Deciding { pending: Pending, jobs: Vec<Option<JobId>> },
     /// Decided; the outcome is carried out when the callback that decided
     /// it is done (see `Worker::carry_out`).
-    Decided(Outcome),
+    Decided(Decided),
     /// Let through.
     Passing,
 }
@@ -89,12 +89,8 @@ impl Worker {
     pub(super) fn end_stream<H: Host>(&mut self, host: &H, id: u32) {
         self.take_body_wait(id);
         let Some(stream) = self.streams.remove(&id) else { return };
-        let mut permits: Vec<Hold> = Vec::new();
-        let mut reservations = Vec::new();
-        match stream.phase {
+        let taken = match stream.phase {
             Phase::Deciding { pending, jobs } => {
-                permits.extend(pending.taken_so_far());
-                reservations = pending.reserved_so_far(&self.config);
                 let out: Vec<(JobId, usize)> =
                     jobs.iter().enumerate().filter_map(|(i, job)| job.map(|job| (job, i))).collect();
                 let queued = self.queue.remove_where(|q| out.iter().any(|(job, _)| *job == q.job));
@@ -106,13 +102,19 @@ impl Worker {
                         }
                     }
                 }
+                // Decisions that answered took for a request never decided whole.
+                pending.taken(&self.config)
             }
-            Phase::Decided(Outcome::Continue(_, charges, holds)) => {
-                permits.extend(holds);
-                reservations = charges.into_iter().filter(|c| c.reserved.is_some()).collect();
+            // Decided but never carried out: what its outcome holds goes back too.
+            Phase::Decided(Decided { outcome, mut effects }) => {
+                if let Outcome::Continue(_, charges, holds) = outcome {
+                    effects.give_back.permits.extend(holds);
+                    effects.give_back.reservations.extend(charges.into_iter().filter(|c| c.reserved.is_some()));
+                }
+                effects.give_back
             }
-            Phase::Decided(Outcome::Reply(_)) | Phase::Body(_) | Phase::Passing => {}
-        }
+            Phase::Body(_) | Phase::Passing => Taken::default(),
+        };
         for mut watch in stream.usage {
             let reported = watch.on_end();
             self.submit_charge(host, watch.charge, reported, stream.request_bytes);
@@ -120,8 +122,17 @@ impl Worker {
         for held in stream.permits {
             self.end_permit(host, held.hold, held.renewal);
         }
-        self.end_permits(host, permits);
-        for reservation in reservations {
+        self.return_taken(host, taken);
+    }
+
+    /// Gives back what a request or a decision took and does not keep:
+    /// its permits released (`end_permit`), its reservations refunded
+    /// whole (`give_back`). Every stream end, refusal and orphan comes here.
+    pub(super) fn return_taken<H: Host>(&mut self, host: &H, taken: Taken) {
+        for hold in taken.permits {
+            self.end_permit(host, hold, None);
+        }
+        for reservation in taken.reservations {
             self.give_back(host, reservation);
         }
     }
@@ -147,13 +158,8 @@ impl Worker {
     /// reservations only if it surely admitted (a refund of units never
     /// taken would admit past the limit).
     pub(super) fn settle_orphan<H: Host>(&mut self, host: &H, orphan: Orphan, admitted: bool, may_have_run: bool) {
-        if admitted || may_have_run {
-            self.end_permits(host, orphan.permits);
-        }
-        if admitted {
-            for reservation in orphan.reservations {
-                self.give_back(host, reservation);
-            }
-        }
+        let permits = if admitted || may_have_run { orphan.permits } else { Vec::new() };
+        let reservations = if admitted { orphan.reservations } else { Vec::new() };
+        self.return_taken(host, Taken { permits, reservations });
     }
 }
