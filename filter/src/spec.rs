@@ -5,6 +5,7 @@
 //! (`model`) decides them in Rust.
 
 use crate::algorithm::Algorithm;
+use crate::time::Instant;
 
 /// One limit's parameters as the script receives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,11 +36,11 @@ pub enum Op {
     Check(u64),
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
-    /// Give back this many units of a reservation made at `at_ms` (the
+    /// Give back this many units of a reservation made at `at` (the
     /// caller's clock then): window counts lose them in the window the
     /// reservation went into (never below 0), a token bucket or GCRA
     /// lead falls by them (never below a full bucket). Never refused.
-    Refund { amount: u64, at_ms: u64 },
+    Refund { amount: u64, at: Instant },
     /// concurrency: take a slot with this id (unique across the fleet) for
     /// a stream, if every limit of the decision admits; the second number
     /// is the client's streams this proxy admitted from its local share
@@ -97,10 +98,10 @@ impl Op {
 
     /// The clock its keys are named from: a refund's reservation time, or
     /// `now` for every other op.
-    pub fn keys_at(self, now_ms: u64) -> u64 {
+    pub fn keys_at(self, now: Instant) -> Instant {
         match self {
-            Op::Refund { at_ms, .. } => at_ms,
-            _ => now_ms,
+            Op::Refund { at, .. } => at,
+            _ => now,
         }
     }
 }

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use crate::id_map::IdMap;
 
-use super::host::{now_ms, HostCalls, MetricIds, StoreTarget};
+use super::host::{now, HostCalls, MetricIds, StoreTarget};
 use crate::config::Config;
 use crate::store::transport::Answer;
 use crate::worker::Worker;
@@ -48,7 +48,7 @@ impl Plugin {
         let target = StoreTarget::of(&config);
         #[cfg(feature = "redis")]
         let redis = super::redis::RedisLink::new(&config.store);
-        let mut worker = Worker::new(config, now_ms());
+        let mut worker = Worker::new(config, now());
         if pinned {
             worker.pin_calls_to_streams();
         }
@@ -57,7 +57,7 @@ impl Plugin {
             root,
             metrics,
             target,
-            rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now_ms() ^ (u64::from(root) << 32)),
+            rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now().ms() ^ (u64::from(root) << 32)),
             tick_ms: Cell::new(0),
             #[cfg(feature = "redis")]
             redis,

@@ -8,6 +8,8 @@
 //! restarted each other's count: never hot). A client pushed out only
 //! starts counting again: heat sizes leases, it never admits anything.
 
+use crate::time::Instant;
+
 /// Requests within `max_age` on one worker that make an identity hot: its
 /// next store decision asks for a lease. Below this, every request is
 /// decided by the store, as without leases.
@@ -43,7 +45,8 @@ impl Default for Heat {
 
 impl Slot {
     /// Its requests in the last `period_ms` at `now_ms` (0 once stale).
-    fn requests(&self, now_ms: u64, period_ms: u64) -> u64 {
+    fn requests(&self, now: Instant, period_ms: u64) -> u64 {
+        let now_ms = now.ms();
         let (current, previous) = match (now_ms / period_ms).checked_sub(self.period) {
             Some(0) => (self.current, self.previous),
             Some(1) => (0, self.current),
@@ -65,9 +68,9 @@ fn candidates(key: u64) -> [usize; CHOICES] {
 impl Heat {
     /// The requests of `key` in the last `period_ms` at `now_ms`, as
     /// `observe` last counted them (0 if it holds no slot).
-    pub fn estimate(&self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
+    pub fn estimate(&self, key: u64, now: Instant, period_ms: u64) -> u64 {
         let period_ms = period_ms.max(1);
-        self.held(key).and_then(|i| self.slots.get(i)).map_or(0, |s| s.requests(now_ms, period_ms))
+        self.held(key).and_then(|i| self.slots.get(i)).map_or(0, |s| s.requests(now, period_ms))
     }
 
     /// The slot `key` holds, if any.
@@ -78,11 +81,12 @@ impl Heat {
     /// Counts a request of `key` at `now_ms`; the requests of `key` in the
     /// last `period_ms`, this one included (estimated across the period
     /// boundary).
-    pub fn observe(&mut self, key: u64, now_ms: u64, period_ms: u64) -> u64 {
+    pub fn observe(&mut self, key: u64, now: Instant, period_ms: u64) -> u64 {
+        let now_ms = now.ms();
         let period_ms = period_ms.max(1);
         let period = now_ms / period_ms;
         // Not held: the coldest candidate is given to it.
-        let cold = |i: usize| self.slots.get(i).map_or(0, |s| s.requests(now_ms, period_ms));
+        let cold = |i: usize| self.slots.get(i).map_or(0, |s| s.requests(now, period_ms));
         let at = self.held(key).unwrap_or_else(|| {
             let slots = candidates(key);
             slots.into_iter().min_by_key(|&i| cold(i)).unwrap_or(slots[0])
@@ -94,7 +98,7 @@ impl Heat {
             *s = Slot { key, period, current: 0, previous: s.current };
         }
         s.current = s.current.saturating_add(1);
-        s.requests(now_ms, period_ms)
+        s.requests(now, period_ms)
     }
 }
 
@@ -111,12 +115,12 @@ mod tests {
         let mut h = Heat::default();
         let p = 1_000;
         let start = NOW - NOW % p;
-        let counts: Vec<u64> = (0..10).map(|i| h.observe(42, start + i * 10, p)).collect();
+        let counts: Vec<u64> = (0..10).map(|i| h.observe(42, Instant::from_ms(start + i * 10), p)).collect();
         assert_eq!(counts, (1..=10).collect::<Vec<_>>());
         // Half into the next period: half of the previous one still counts.
-        assert_eq!(h.observe(42, start + p + p / 2, p), 5 + 1);
+        assert_eq!(h.observe(42, Instant::from_ms(start + p + p / 2), p), 5 + 1);
         // Two periods later: nothing of before.
-        assert_eq!(h.observe(42, start + 3 * p, p), 1);
+        assert_eq!(h.observe(42, Instant::from_ms(start + 3 * p), p), 1);
     }
 
     #[test]
@@ -128,17 +132,17 @@ mod tests {
         assert_eq!(candidates(1), [1, 0, 0, 0]);
         assert_eq!(candidates(1), candidates(1 + 2 * s));
         for _ in 0..3 {
-            h.observe(1, NOW, 1_000);
+            h.observe(1, Instant::from_ms(NOW), 1_000);
         }
-        assert_eq!(h.observe(1 + s, NOW, 1_000), 1);
-        assert_eq!(h.observe(1, NOW, 1_000), 4, "the hot one kept its count");
-        assert_eq!(h.observe(1 + s, NOW, 1_000), 2);
+        assert_eq!(h.observe(1 + s, Instant::from_ms(NOW), 1_000), 1);
+        assert_eq!(h.observe(1, Instant::from_ms(NOW), 1_000), 4, "the hot one kept its count");
+        assert_eq!(h.observe(1 + s, Instant::from_ms(NOW), 1_000), 2);
         // A third: it takes the colder slot; the hot one keeps counting.
-        assert_eq!(h.observe(1 + 2 * s, NOW, 1_000), 1);
-        assert_eq!(h.estimate(1 + s, NOW, 1_000), 0, "pushed out");
-        assert_eq!(h.observe(1, NOW, 1_000), 5);
+        assert_eq!(h.observe(1 + 2 * s, Instant::from_ms(NOW), 1_000), 1);
+        assert_eq!(h.estimate(1 + s, Instant::from_ms(NOW), 1_000), 0, "pushed out");
+        assert_eq!(h.observe(1, Instant::from_ms(NOW), 1_000), 5);
         for key in 0..1_000_000u64 {
-            h.observe(key.wrapping_mul(0x9e37_79b9_7f4a_7c15), NOW, 1_000);
+            h.observe(key.wrapping_mul(0x9e37_79b9_7f4a_7c15), Instant::from_ms(NOW), 1_000);
         }
         assert_eq!(h.slots.len(), SLOTS);
     }
@@ -153,7 +157,7 @@ mod tests {
         let mut last = vec![0; keys.len()];
         for round in 0..8 {
             for (i, &k) in keys.iter().enumerate() {
-                last[i] = h.observe(k, NOW + round, 1_000);
+                last[i] = h.observe(k, Instant::from_ms(NOW + round), 1_000);
             }
         }
         let hot = last.iter().filter(|&&n| n >= HOT_AFTER).count();
@@ -167,20 +171,20 @@ mod tests {
         let p = 1_000;
         let start = NOW - NOW % p;
         for _ in 0..6 {
-            h.observe(5, start, p);
+            h.observe(5, Instant::from_ms(start), p);
         }
-        assert_eq!((h.estimate(5, start, p), h.estimate(5, start, p)), (6, 6));
-        assert_eq!(h.estimate(5, start + p + p / 2, p), 3, "half of the last period");
-        assert_eq!(h.estimate(5, start + 2 * p, p), 0);
-        assert_eq!(h.estimate(5 + SLOTS as u64, start, p), 0, "another client's slot");
+        assert_eq!((h.estimate(5, Instant::from_ms(start), p), h.estimate(5, Instant::from_ms(start), p)), (6, 6));
+        assert_eq!(h.estimate(5, Instant::from_ms(start + p + p / 2), p), 3, "half of the last period");
+        assert_eq!(h.estimate(5, Instant::from_ms(start + 2 * p), p), 0);
+        assert_eq!(h.estimate(5 + SLOTS as u64, Instant::from_ms(start), p), 0, "another client's slot");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn a_clock_that_goes_back_restarts_the_count() {
         let mut h = Heat::default();
-        h.observe(9, NOW, 1_000);
-        h.observe(9, NOW, 1_000);
-        assert_eq!(h.observe(9, NOW - 5_000, 1_000), 1);
+        h.observe(9, Instant::from_ms(NOW), 1_000);
+        h.observe(9, Instant::from_ms(NOW), 1_000);
+        assert_eq!(h.observe(9, Instant::from_ms(NOW - 5_000), 1_000), 1);
     }
 }

@@ -7,6 +7,7 @@
 //! denial this proxy cached since (the store had none left outside
 //! leases) must not strand them.
 
+use crate::time::Instant;
 use std::cell::OnceCell;
 
 use super::costs::{cost_of, RuleCost};
@@ -64,7 +65,7 @@ where
     let read_once = OnceCell::new();
     let now = || *read_once.get_or_init(&clock);
     if req.headers().is_unreadable() {
-        return Start::Done(unreadable::outcome(env, now()));
+        return Start::Done(unreadable::outcome(env, Instant::from_ms(now())));
     }
     let mut decisions = Vec::new();
     let mut known = Vec::new();
@@ -82,9 +83,9 @@ where
     if decisions.is_empty() && known.is_empty() {
         return Start::Done(Decided::pass());
     }
-    let mut pending = Pending::new(now(), decisions, known);
+    let mut pending = Pending::new(Instant::from_ms(now()), decisions, known);
     for d in &mut pending.decisions {
-        if claims.gate(d.slot, now()) == Gate::Open {
+        if claims.gate(d.slot, Instant::from_ms(now())) == Gate::Open {
             d.result = Some(Err(StoreError::BreakerOpen));
         }
     }
@@ -114,8 +115,8 @@ where
     let Some(who) = identify(env, req, group, first)? else { return Ok(Group::Skip) };
     let lease = candidate_for(config, &matched, &who.digest);
     if let Some(c) = &lease {
-        if let Some(record) = claims.draw(c, now()) {
-            return Ok(Group::Known(drawn(env, &matched, c, &record, who.partition, now())));
+        if let Some(record) = claims.draw(c, Instant::from_ms(now())) {
+            return Ok(Group::Known(drawn(env, &matched, c, &record, who.partition, Instant::from_ms(now()))));
         }
     }
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
@@ -124,19 +125,28 @@ where
     for &r in &matched {
         let rule = &config.rules[r];
         let Some(cost) = cost_of(env, req, r)? else { continue };
-        let cached =
-            config.deny_cache.enabled.then(|| cached_denial(&cache, r, rule, &who.digest, who.partition, now()));
+        let cached = config
+            .deny_cache
+            .enabled
+            .then(|| cached_denial(&cache, r, rule, &who.digest, who.partition, Instant::from_ms(now())));
         if let Some(shown) = cached.flatten() {
             env.metrics.count(r, Event::DenyCacheHit);
             if !rule.shadow {
                 env.metrics.count(r, Event::Denied);
-                return Err(Box::new(Decided::reply(denial(config, r, &shown, &[shown], now(), env.random))));
+                return Err(Box::new(Decided::reply(denial(
+                    config,
+                    r,
+                    &shown,
+                    &[shown],
+                    Instant::from_ms(now()),
+                    env.random,
+                ))));
             }
             env.metrics.count(r, Event::ShadowDenied);
             known.push((r, Verdict::Denied(vec![shown])));
             continue;
         }
-        d.plan_rule(env, r, cost, now());
+        d.plan_rule(env, r, cost, Instant::from_ms(now()));
     }
     if d.rules.is_empty() {
         return Ok(if known.is_empty() { Group::Skip } else { Group::Known(known) });
@@ -159,13 +169,13 @@ impl PlannedDecision {
             partition: who.partition,
             lease: None,
             result: None,
-            clock_ms: None,
+            clock: None,
             prices: Vec::new(),
         }
     }
 
     /// Adds rule `r`'s limits for a request costing `cost` at `price`.
-    fn plan_rule<S, M>(&mut self, env: &Env<'_, S, M>, r: usize, cost: RuleCost, now_ms: u64)
+    fn plan_rule<S, M>(&mut self, env: &Env<'_, S, M>, r: usize, cost: RuleCost, now: Instant)
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
@@ -176,6 +186,6 @@ impl PlannedDecision {
         self.rules.push(r);
         let first = self.limits.len();
         plan_limits(&mut self.limits, r, &env.config.rules[r], cost.units, &self.digest, env.random);
-        count_local_streams(env.shared, env.config, &mut self.limits[first..], &self.digest, now_ms);
+        count_local_streams(env.shared, env.config, &mut self.limits[first..], &self.digest, now);
     }
 }

@@ -6,6 +6,7 @@ use crate::algorithm::Algorithm;
 use crate::config::{Config, Cost, Counts};
 use crate::error_body::Denied;
 use crate::response::{too_many_requests, LocalReply, PolicyRef, Shown};
+use crate::time::Instant;
 
 /// Whether `shown` is a concurrency limit's outcome.
 pub(super) fn is_concurrency(config: &Config, shown: &Shown) -> bool {
@@ -19,7 +20,7 @@ pub(super) fn is_concurrency(config: &Config, shown: &Shown) -> bool {
 /// for. `all` holds the outcomes of every limit decided for the request;
 /// `RateLimit-Policy` names those and every limit of rule `r` (a denial
 /// from the deny cache decided only one of them).
-pub(super) fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: u64, random: u64) -> LocalReply {
+pub(super) fn denial(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: Instant, random: u64) -> LocalReply {
     let rule = &config.rules[r];
     let style = rule.headers.unwrap_or(config.headers);
     let limit = worst.policy.and_then(|p| rule.limits.get(p.limit));

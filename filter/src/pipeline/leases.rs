@@ -15,6 +15,7 @@ use crate::ratelimit_fields::PartitionKey;
 use crate::response::{PolicyRef, Shown};
 use crate::shared::SharedData;
 use crate::spec::Op;
+use crate::time::Instant;
 
 /// A decision whose rules take leases: what identifies its lease, and what
 /// one is asked and kept with. Built for every request of a leased rule,
@@ -93,7 +94,7 @@ pub(super) fn drawn<S, M>(
     c: &LeaseCandidate,
     lease: &LeaseRecord,
     partition: Option<PartitionKey>,
-    now_ms: u64,
+    now: Instant,
 ) -> Vec<(usize, Verdict)>
 where
     S: SharedData + ?Sized,
@@ -104,7 +105,7 @@ where
         env.metrics.count(r, Event::LeaseAllowed);
     }
     let held = LeasedRequest { requests_left: lease.requests_left, limits: &lease.limits };
-    admitted(env.config, rules, &c.limits, held, partition, now_ms)
+    admitted(env.config, rules, &c.limits, held, partition, now)
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at
@@ -118,8 +119,9 @@ fn admitted(
     limits: &[PlannedLimit],
     lease: LeasedRequest<'_>,
     partition: Option<PartitionKey>,
-    now_ms: u64,
+    now: Instant,
 ) -> Vec<(usize, Verdict)> {
+    let now_ms = now.ms();
     let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
     for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };

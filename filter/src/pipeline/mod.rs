@@ -25,6 +25,7 @@ use crate::response::{Headers, LocalReply, PolicyRef, Shown};
 use crate::shared::SharedData;
 use crate::spec::{Op, SlotId};
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// The host services a request's evaluation needs.
 pub struct Env<'a, S: SharedData + ?Sized, M: Metrics + ?Sized> {
@@ -44,10 +45,10 @@ pub trait Claims {
     /// One request drawn from the client's live lease in the proxy's
     /// table, if the client is hot on this worker and one is live: the
     /// lease as it is after the draw.
-    fn draw(&mut self, lease: &LeaseCandidate, now_ms: u64) -> Option<LeaseRecord>;
+    fn draw(&mut self, lease: &LeaseCandidate, now: Instant) -> Option<LeaseRecord>;
     /// Whether the store may be called for keys in `slot` now (`Probe`: a
     /// half-open breaker's one probe, claimed).
-    fn gate(&mut self, slot: HashSlot, now_ms: u64) -> Gate;
+    fn gate(&mut self, slot: HashSlot, now: Instant) -> Gate;
 }
 
 /// A request decided, and what the worker does for it in shared state.
@@ -130,7 +131,7 @@ pub struct Reserved {
     /// Units taken from each limit counting cost.
     pub units: u64,
     /// The clock the store took them on (their windows' keys).
-    pub at_ms: u64,
+    pub at: Instant,
 }
 
 /// A concurrency slot a stream holds until it ends: in the store (released
@@ -162,13 +163,13 @@ impl Hold {
     }
 
     /// Gives back a slot of the local share (`local`), counted as released.
-    pub fn release_locally<S, M>(&self, config: &Config, shared: &S, metrics: &M, now_ms: u64)
+    pub fn release_locally<S, M>(&self, config: &Config, shared: &S, metrics: &M, now: Instant)
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
     {
         if let Some(share) = self.local_share(config) {
-            crate::fallback::release_slot(shared, config.deny_cache.slots, &share, now_ms);
+            crate::fallback::release_slot(shared, config.deny_cache.slots, &share, now);
         }
         metrics.count(self.rule, Event::SlotReleased);
     }
@@ -229,7 +230,7 @@ pub struct PlannedDecision {
     result: Option<Result<Vec<LimitOutcome>, StoreError>>,
     /// The clock the store decided it on (its keys' windows): where a
     /// reservation it took is given back.
-    clock_ms: Option<u64>,
+    clock: Option<Instant>,
     /// The price of each priced rule (by index), from the request's model.
     prices: Vec<(usize, Arc<Price>)>,
 }
@@ -255,15 +256,15 @@ impl PlannedDecision {
         }
     }
 
-    /// What it reserves if the store admits it (decided on `clock_ms`), one
+    /// What it reserves if the store admits it (decided on `clock`), one
     /// charge per rule in reservation mode: to give back whole when its
     /// stream is gone before the answer (the request never went on).
-    pub fn reservations(&self, config: &Config, clock_ms: u64) -> Vec<Charge> {
+    pub fn reservations(&self, config: &Config, clock: Instant) -> Vec<Charge> {
         let mut out = Vec::new();
         for &r in &self.rules {
             let Some(rule) = config.rules.get(r) else { continue };
             if let Some(units) = self.reserved_units(r, rule) {
-                out.push(self.charge(r, rule, Some(Reserved { units, at_ms: clock_ms })));
+                out.push(self.charge(r, rule, Some(Reserved { units, at: clock })));
             }
         }
         out
@@ -284,8 +285,8 @@ impl PlannedDecision {
     /// What the store reserved for rule `r` (in reservation mode) if it
     /// admitted this decision.
     fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
-        let at_ms = self.clock_ms.filter(|_| self.admitted())?;
-        Some(Reserved { units: self.reserved_units(r, rule)?, at_ms })
+        let at = self.clock.filter(|_| self.admitted())?;
+        Some(Reserved { units: self.reserved_units(r, rule)?, at })
     }
 
     /// The units limit `i` of rule `r` asks of the store: the request's

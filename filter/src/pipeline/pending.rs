@@ -10,11 +10,12 @@ use crate::outcome::LimitOutcome;
 use crate::response::{most_restrictive, unavailable, Shown};
 use crate::shared::SharedData;
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// A request waiting for its store decisions.
 #[derive(Debug)]
 pub struct Pending {
-    pub(super) now_ms: u64,
+    pub(super) now: Instant,
     /// The decisions to make, by index.
     pub decisions: Vec<PlannedDecision>,
     /// Outcomes known before calling (leases, shadow rules answered from
@@ -24,19 +25,19 @@ pub struct Pending {
 
 impl Pending {
     /// A request planned at `now_ms`: its decisions, and what is known.
-    pub(super) fn new(now_ms: u64, decisions: Vec<PlannedDecision>, known: Vec<(usize, Verdict)>) -> Pending {
-        Pending { now_ms, decisions, known }
+    pub(super) fn new(now: Instant, decisions: Vec<PlannedDecision>, known: Vec<(usize, Verdict)>) -> Pending {
+        Pending { now, decisions, known }
     }
 
     /// Takes the result of decision `index` (one `LimitOutcome` per limit, in
     /// order); the outcome once every decision is in. A decision whose
     /// result is already in is ignored. (The breakers are the caller's: a
     /// store call that carried many decisions counts once.)
-    /// Decision `index` is decided in a call on `clock_ms` (the caller's
+    /// Decision `index` is decided in a call on `clock` (the caller's
     /// clock the call carries).
-    pub fn decided_on(&mut self, index: usize, clock_ms: u64) {
+    pub fn decided_on(&mut self, index: usize, clock: Instant) {
         if let Some(d) = self.decisions.get_mut(index) {
-            d.clock_ms = Some(clock_ms);
+            d.clock = Some(clock);
         }
     }
 
@@ -72,7 +73,7 @@ impl Pending {
         M: Metrics + ?Sized,
     {
         let config = env.config;
-        let now = self.now_ms;
+        let now = self.now;
         // Permits a decision whose answer was lost may hold all the same:
         // released, to be sure (releasing one never taken changes nothing).
         let mut effects =
@@ -162,7 +163,7 @@ impl Pending {
     /// (admitted): what a request refused after all, or a stream that ends
     /// now, gives back whole.
     fn reserved_so_far(&self, config: &Config) -> Vec<Charge> {
-        let decided = |d: &PlannedDecision| d.clock_ms.map(|clock| d.reservations(config, clock));
+        let decided = |d: &PlannedDecision| d.clock.map(|clock| d.reservations(config, clock));
         self.decisions.iter().filter(|d| d.admitted()).filter_map(decided).flatten().collect()
     }
 

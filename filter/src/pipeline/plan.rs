@@ -8,6 +8,7 @@ use crate::config::{Config, Cost, Counts, Rule};
 use crate::fingerprint::IdentityDigest;
 use crate::shared::SharedData;
 use crate::spec::{Op, SlotId};
+use crate::time::Instant;
 
 /// What the limits of rule `r` do for a request of `cost` (a cost known
 /// after the response is only checked against the reserve now, unless it
@@ -44,14 +45,14 @@ pub(super) fn count_local_streams<S: SharedData + ?Sized>(
     config: &Config,
     limits: &mut [PlannedLimit],
     digest: &IdentityDigest,
-    now_ms: u64,
+    now: Instant,
 ) {
     for l in limits {
         let Op::Take(id, _) = l.op else { continue };
         let Some(rule) = config.rules.get(l.rule) else { continue };
         let Some(limit) = rule.limits.get(l.limit) else { continue };
         let share = fallback_limit(rule, limit, digest, 1);
-        l.op = Op::Take(id, crate::fallback::streams_held(shared, config.deny_cache.slots, &share, now_ms));
+        l.op = Op::Take(id, crate::fallback::streams_held(shared, config.deny_cache.slots, &share, now));
     }
 }
 

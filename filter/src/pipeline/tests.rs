@@ -66,7 +66,7 @@ impl World {
                 per_request: 1,
             }],
         };
-        crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, NOW);
+        crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, Instant::from_ms(NOW));
     }
 
     fn begin(&self, req: &FakeRequest) -> Began {
@@ -97,7 +97,13 @@ impl World {
                 let mut out = None;
                 for (i, r) in replies.iter().enumerate() {
                     let health = crate::breaker::Health::of(r);
-                    crate::breaker::record(&self.shared, &self.config.store.breaker, p.decisions[i].slot, NOW, health);
+                    crate::breaker::record(
+                        &self.shared,
+                        &self.config.store.breaker,
+                        p.decisions[i].slot,
+                        Instant::from_ms(NOW),
+                        health,
+                    );
                     out = self.reply(&mut p, i, r.clone());
                 }
                 out.expect("every decision answered")
@@ -119,16 +125,16 @@ struct TestClaims<'a> {
 }
 
 impl Claims for TestClaims<'_> {
-    fn draw(&mut self, lease: &LeaseCandidate, now_ms: u64) -> Option<crate::lease::LeaseRecord> {
-        match crate::lease::LeaseTable::new(self.shared, self.config.deny_cache.slots).draw(lease.fingerprint, now_ms) {
+    fn draw(&mut self, lease: &LeaseCandidate, now: Instant) -> Option<crate::lease::LeaseRecord> {
+        match crate::lease::LeaseTable::new(self.shared, self.config.deny_cache.slots).draw(lease.fingerprint, now) {
             crate::lease::Spend::Drawn(record) => Some(record),
             _ => None,
         }
     }
 
-    fn gate(&mut self, slot: HashSlot, now_ms: u64) -> crate::breaker::Gate {
+    fn gate(&mut self, slot: HashSlot, now: Instant) -> crate::breaker::Gate {
         let probe_ms = self.config.store.timeout.ms().saturating_mul(2).saturating_add(1000);
-        crate::breaker::gate(self.shared, &self.config.store.breaker, slot, now_ms, probe_ms)
+        crate::breaker::gate(self.shared, &self.config.store.breaker, slot, now, probe_ms)
     }
 }
 

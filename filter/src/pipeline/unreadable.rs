@@ -14,13 +14,14 @@ use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
 use crate::shared::SharedData;
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// The escaped identity every unreadable request shares (`~U` is no
 /// escaped text, so no client's identity is this).
 const UNREADABLE: &str = "~Unreadable";
 
 /// The outcome of an unreadable request at `now_ms`.
-pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now_ms: u64) -> Decided
+pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now: Instant) -> Decided
 where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
@@ -46,9 +47,9 @@ where
             partition: None,
             lease: None,
             result: Some(Err(StoreError::RequestUnreadable)),
-            clock_ms: None,
+            clock: None,
             prices: Vec::new(),
         });
     }
-    Pending::new(now_ms, decisions, Vec::new()).finish(env)
+    Pending::new(now, decisions, Vec::new()).finish(env)
 }

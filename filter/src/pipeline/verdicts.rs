@@ -70,8 +70,8 @@ impl Pending {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
                         let entry = DenyEntry {
-                            deny_until_ms: self.now_ms + retry,
-                            reset_at_ms: self.now_ms + s.outcome.reset_ms,
+                            deny_until: self.now.after(retry),
+                            reset_at: self.now.after(s.outcome.reset_ms),
                             remaining: s.outcome.remaining,
                         };
                         denials.push((entry_fingerprint(l.fingerprint, identity), entry));
@@ -103,7 +103,7 @@ impl Pending {
             .enumerate()
             .map(|(i, l)| fallback_limit(rule, l, &d.digest, d.amount(r, i, rule, l)))
             .collect();
-        let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
+        let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now);
         let shown: Vec<Shown> = limits
             .iter()
             .zip(outcomes)

@@ -4,6 +4,7 @@
 //! queue here and leave together in the next call, in arrival order.
 
 use crate::keys::HashSlot;
+use crate::time::Instant;
 use std::collections::VecDeque;
 
 /// What the batcher needs to know of a queued decision.
@@ -13,7 +14,7 @@ pub trait Batchable {
     /// An upper bound of the bytes it adds to a call.
     fn size(&self) -> usize;
     /// When it was queued (ms).
-    fn since_ms(&self) -> u64;
+    fn since(&self) -> Instant;
 }
 
 /// How one call is filled.
@@ -66,8 +67,8 @@ impl<T: Batchable> Batcher<T> {
     }
 
     /// When the oldest waiting decision was queued.
-    pub fn oldest_since_ms(&self) -> Option<u64> {
-        self.queue.front().map(Batchable::since_ms)
+    pub fn oldest_since(&self) -> Option<Instant> {
+        self.queue.front().map(Batchable::since)
     }
 
     /// Whether nothing waits.
@@ -144,8 +145,8 @@ mod tests {
         fn size(&self) -> usize {
             self.2
         }
-        fn since_ms(&self) -> u64 {
-            u64::from(self.0)
+        fn since(&self) -> Instant {
+            Instant::from_ms(u64::from(self.0))
         }
     }
 

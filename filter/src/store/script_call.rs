@@ -17,6 +17,7 @@ use crate::keys::limit_keys;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 use crate::store::{redis_error, StoreError};
+use crate::time::Instant;
 
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
@@ -73,13 +74,14 @@ pub struct ScriptCall {
     /// Per decision, its number of limits.
     sizes: Vec<usize>,
     /// The caller's clock it decides on (windows' keys are named from it).
-    pub now_ms: u64,
+    pub now: Instant,
 }
 
 impl ScriptCall {
     /// The call deciding `decisions` in order at `now_ms` (the caller's
     /// clock). Equal specs share one entry of the spec table.
-    pub fn new(domain: &str, now_ms: u64, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+    pub fn new(domain: &str, now: Instant, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+        let now_ms = now.ms();
         // Plain loops and pushes: every iterator adapter here would be code
         // in the shipped module, which has a size budget.
         let mut specs: Vec<LimitSpec> = Vec::new();
@@ -97,7 +99,7 @@ impl ScriptCall {
             args: Vec::new(),
             bounds: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
-            now_ms,
+            now,
         };
         let mut args = Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4);
         args.push(now_ms.to_string());
@@ -122,7 +124,7 @@ impl ScriptCall {
                 shape.push(l.op.amount().to_string());
                 // The offset argument: a concurrency slot's id, or the offset.
                 shape.push(l.op.slot_id().map(|s| s.0).or(l.offset_ms).unwrap_or(0).to_string());
-                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now_ms));
+                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now));
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
             call.sizes.push(d.limits.len());

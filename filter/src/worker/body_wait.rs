@@ -11,6 +11,7 @@ use crate::metrics::Event;
 use crate::pipeline::{body_timeout, Decided};
 use crate::request::{Body, Request, RequestSource};
 use crate::response::{refused, LocalReply};
+use crate::time::Instant;
 
 /// How often a line about bodies that never came may be logged per worker.
 const TIMEOUT_LOG_INTERVAL_MS: u64 = 10_000;
@@ -38,7 +39,7 @@ pub struct BodyWait {
     max_bytes: u64,
     /// The shortest timeout of its rules, and when it ends.
     timeout_ms: u64,
-    deadline_ms: u64,
+    deadline: Instant,
     /// Whether any of the body arrived.
     seen: bool,
 }
@@ -53,22 +54,20 @@ pub fn body_tick_ms(config: &Config) -> Option<u64> {
 impl Worker {
     /// What `req`'s decision must wait for, when a rule that applies by its
     /// headers reads its body.
-    pub(super) fn body_wait<R: RequestSource + ?Sized>(&self, req: &Request<'_, R>, now: u64) -> Option<BodyWait> {
+    pub(super) fn body_wait<R: RequestSource + ?Sized>(&self, req: &Request<'_, R>, now: Instant) -> Option<BodyWait> {
         let mut wait: Option<BodyWait> = None;
         for (r, rule) in self.config.rules.iter().enumerate() {
             let Some(b) = rule.request_body else { continue };
             if !rule.matcher.matches_headers(req) {
                 continue;
             }
-            let deadline_ms = now.saturating_add(b.timeout_ms);
+            let deadline = now.after(b.timeout_ms);
             wait = Some(match wait {
-                None => {
-                    BodyWait { rule: r, max_bytes: b.max_bytes, timeout_ms: b.timeout_ms, deadline_ms, seen: false }
-                }
+                None => BodyWait { rule: r, max_bytes: b.max_bytes, timeout_ms: b.timeout_ms, deadline, seen: false },
                 Some(w) => BodyWait {
                     max_bytes: w.max_bytes.max(b.max_bytes),
                     timeout_ms: w.timeout_ms.min(b.timeout_ms),
-                    deadline_ms: w.deadline_ms.min(deadline_ms),
+                    deadline: w.deadline.min(deadline),
                     ..w
                 },
             });
@@ -86,7 +85,7 @@ impl Worker {
         host: &H,
         req: &Request<'_, R>,
     ) -> Option<LocalReply> {
-        let wait = self.body_wait(req, 0)?;
+        let wait = self.body_wait(req, Instant::default())?;
         let rule = self.config.rules.get(wait.rule)?;
         host.count(wait.rule, Event::BadRequest);
         let detail = "this host does not hand the request body to the filter: rules reading it refuse the requests they apply to";
@@ -181,7 +180,7 @@ impl Worker {
         body: &Body,
         bytes: Option<&[u8]>,
     ) -> Action {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         let req = Request::with_body(request, body);
         match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
@@ -201,7 +200,7 @@ impl Worker {
     }
 
     /// Answers 408 to each request whose body did not come in time.
-    pub(super) fn expire_body_waits<H: Host>(&mut self, host: &H, now: u64) {
+    pub(super) fn expire_body_waits<H: Host>(&mut self, host: &H, now: Instant) {
         if self.bodies_waiting == 0 {
             return;
         }
@@ -209,7 +208,7 @@ impl Worker {
             .streams
             .iter()
             .filter_map(|(s, state)| match state.phase {
-                Phase::Body(w) if now >= w.deadline_ms => Some((*s, w)),
+                Phase::Body(w) if now >= w.deadline => Some((*s, w)),
                 _ => None,
             })
             .collect();
@@ -220,9 +219,9 @@ impl Worker {
             let Some(rule) = self.config.rules.get(wait.rule) else { continue };
             host.count(wait.rule, Event::BadRequest);
             host.reply(stream, &body_timeout(&rule.name, wait.timeout_ms));
-            let due = self.body_timeout_logged_ms.is_none_or(|t| now.saturating_sub(t) >= TIMEOUT_LOG_INTERVAL_MS);
+            let due = self.body_timeout_logged.is_none_or(|t| now.since(t) >= TIMEOUT_LOG_INTERVAL_MS);
             if due {
-                self.body_timeout_logged_ms = Some(now);
+                self.body_timeout_logged = Some(now);
                 let hint = if wait.seen {
                     "the client sent it too slowly"
                 } else {

@@ -18,6 +18,7 @@ use crate::store::transport::{self, Answer};
 use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
 use crate::store::StoreError;
 use crate::store::Transport;
+use crate::time::Instant;
 
 impl Worker {
     /// The limits of job `job`'s decision (rule, limit, op, offset), its
@@ -38,7 +39,7 @@ impl Worker {
             Job::Charge(c) => {
                 let op = match c.refund_at {
                     None => Op::Charge(c.amount),
-                    Some(at_ms) => Op::Refund { amount: c.amount, at_ms },
+                    Some(at) => Op::Refund { amount: c.amount, at },
                 };
                 let limits = c
                     .charge
@@ -61,7 +62,7 @@ impl Worker {
     }
 
     /// The queue entry of job `job` if its owner is alive, queued at `now`.
-    pub(super) fn queued(&self, job: JobId, now: u64) -> Option<Queued> {
+    pub(super) fn queued(&self, job: JobId, now: Instant) -> Option<Queued> {
         let (limits, identity, slot) = self.decision_of(job)?;
         let size = match self.config.store.transport {
             Transport::Webdis => {
@@ -74,7 +75,7 @@ impl Worker {
             Some(Job::Decide { stream, .. }) => Some(*stream),
             _ => None,
         };
-        Some(Queued { job, stream, slot, size, since_ms: now })
+        Some(Queued { job, stream, slot, size, since: now })
     }
 
     /// How one call is filled.
@@ -137,7 +138,7 @@ impl Worker {
                 self.waiting.leave(&self.config, q.job, c);
             }
         }
-        if let Some(flight) = self.flight(batch, host.now_ms()) {
+        if let Some(flight) = self.flight(batch, host.now()) {
             self.send(host, flight, Message::Evalsha, false);
         }
     }
@@ -175,7 +176,7 @@ impl Worker {
 
     /// The call carrying `batch` at `now` (decisions whose stream or
     /// charge is gone are left out); its slots are its owners'.
-    pub(super) fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
+    pub(super) fn flight(&self, batch: &[Queued], now: Instant) -> Option<Flight> {
         let mut jobs = Vec::with_capacity(batch.len());
         let mut slots: Vec<HashSlot> = Vec::with_capacity(batch.len());
         let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
@@ -191,7 +192,7 @@ impl Worker {
         let decisions: Vec<DecisionCall<'_>> =
             parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
         let call = ScriptCall::new(&self.config.domain, now, &decisions);
-        Some(Flight { jobs, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
+        Some(Flight { jobs, slots, call, stage: Stage::First, started: now, sent: now })
     }
 
     /// Sends `message` for `flight`; a call that cannot start fails its
@@ -205,7 +206,7 @@ impl Worker {
         host.store_call(flight.jobs.len());
         match sent {
             Ok(token) => {
-                flight.sent_ms = host.now_ms();
+                flight.sent = host.now();
                 // A token the host reuses while it is in flight: the older call lost its answer.
                 if let Some(old) = self.flights.insert(token, flight) {
                     self.finish(host, old, Err(StoreError::Unanswered));
@@ -238,7 +239,7 @@ impl Worker {
                 self.send(host, flight, message, reinit);
             }
             Step::Done(result) => {
-                host.store_latency(host.now_ms().saturating_sub(flight.started_ms));
+                host.store_latency(host.now().since(flight.started));
                 self.finish(host, flight, result);
             }
         }
@@ -262,7 +263,7 @@ impl Worker {
         if matches!(&result, Err(StoreError::Redis(e)) if e.starts_with("CROSSSLOT")) && self.split(host, &flight) {
             return;
         }
-        let now = host.now_ms();
+        let now = host.now();
         let results: Result<Vec<DecisionResult>, StoreError> = result.and_then(|reply| flight.call.decode(&reply));
         let breaker = &self.config.store.breaker;
         let mut slots: Vec<HashSlot> = Vec::with_capacity(flight.slots.len());
@@ -287,14 +288,14 @@ impl Worker {
                 health => slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
             },
         }
-        let at = flight.sent_ms;
+        let at = flight.sent;
         match results {
             Ok(per_decision) => {
                 for (job, result) in flight.jobs.into_iter().zip(per_decision) {
                     if let Err(e) = &result {
                         self.log_store_error(host, e, now);
                     }
-                    self.decided_on(job, flight.call.now_ms);
+                    self.decided_on(job, flight.call.now);
                     self.deliver(host, job, result, at);
                 }
             }
@@ -308,7 +309,7 @@ impl Worker {
     }
 
     /// Counts a store error, and logs it when a line is due.
-    fn log_store_error<H: Host>(&mut self, host: &H, e: &StoreError, now: u64) {
+    fn log_store_error<H: Host>(&mut self, host: &H, e: &StoreError, now: Instant) {
         if let Some(line) = self.incidents.record(Incident::StoreError, now, 1, 0, &e.to_string()) {
             host.warn(&line);
         }
@@ -331,13 +332,13 @@ impl Worker {
             );
         }
         for &job in flight.jobs.iter().rev() {
-            let Some(item) = self.queued(job, flight.started_ms) else {
+            let Some(item) = self.queued(job, flight.started) else {
                 // An orphan (its stream is gone): not sent after all, it takes nothing.
                 self.jobs.remove(job);
                 continue;
             };
             if let Err(item) = self.queue.push_front(item) {
-                self.deliver(host, item.job, Err(StoreError::Overloaded), host.now_ms());
+                self.deliver(host, item.job, Err(StoreError::Overloaded), host.now());
             }
         }
         true
@@ -345,14 +346,14 @@ impl Worker {
 }
 
 impl Worker {
-    /// Job `job`'s call decides on `clock_ms` (the caller's clock it
+    /// Job `job`'s call decides on `clock` (the caller's clock it
     /// carries): kept with a stream's decision, for the reservation it may
     /// settle.
-    fn decided_on(&mut self, job: JobId, clock_ms: u64) {
+    fn decided_on(&mut self, job: JobId, clock: Instant) {
         let Some(Job::Decide { stream, index }) = self.jobs.get(job) else { return };
         let (stream, index) = (*stream, *index);
         if let Some(Phase::Deciding { pending, .. }) = self.streams.get_mut(&stream).map(|s| &mut s.phase) {
-            pending.decided_on(index, clock_ms);
+            pending.decided_on(index, clock);
         }
     }
 }

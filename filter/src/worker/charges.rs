@@ -5,6 +5,7 @@
 //! could not take spends the local fallback share, and is counted and
 //! logged.
 
+use crate::time::Instant;
 use std::collections::BTreeMap;
 
 use super::incidents::Incident;
@@ -30,7 +31,7 @@ pub(super) struct PendingCharge {
     /// Responses merged into it.
     pub(super) responses: u64,
     /// A refund of reservations taken on this clock (`None`: a charge).
-    pub(super) refund_at: Option<u64>,
+    pub(super) refund_at: Option<Instant>,
 }
 
 /// The charges still waiting in the queue (not yet in a call), per rule,
@@ -44,14 +45,12 @@ pub(super) struct Waiting(BTreeMap<(usize, String, Kind), JobId>);
 /// each goes back into the same window).
 type Kind = Option<Vec<u64>>;
 
-/// The windows a refund of reservations taken at `at_ms` goes back into.
-fn refund_windows(rule: &Rule, limits: &[(usize, Option<u64>)], at_ms: u64) -> Vec<u64> {
+/// The windows a refund of reservations taken at `at` goes back into.
+fn refund_windows(rule: &Rule, limits: &[(usize, Option<u64>)], at: Instant) -> Vec<u64> {
     limits
         .iter()
         .map(|&(i, offset)| match rule.limits.get(i) {
-            Some(l) if l.spec.algorithm.windowed() => {
-                at_ms.saturating_add(offset.unwrap_or(0)) / l.spec.window_ms.max(1)
-            }
+            Some(l) if l.spec.algorithm.windowed() => at.after(offset.unwrap_or(0)).ms() / l.spec.window_ms.max(1),
             _ => 0,
         })
         .collect()
@@ -93,7 +92,7 @@ impl Worker {
             Reported::Unreadable(why) => {
                 host.count(charge.rule, Event::UsageUnreadable);
                 let reason = format!("rule {}: {why}", rule.name);
-                if let Some(line) = self.incidents.record(Incident::UnreadableUsage, host.now_ms(), 1, units, &reason) {
+                if let Some(line) = self.incidents.record(Incident::UnreadableUsage, host.now(), 1, units, &reason) {
                     host.warn(&line);
                 }
             }
@@ -119,7 +118,7 @@ impl Worker {
         let (units, refund_at) = match charge.reserved {
             None => (units, None),
             Some(r) if units >= r.units => (units - r.units, None),
-            Some(r) => (r.units - units, Some(r.at_ms)),
+            Some(r) => (r.units - units, Some(r.at)),
         };
         if units == 0 || charge.limits.is_empty() {
             return;
@@ -135,7 +134,7 @@ impl Worker {
             }
         }
         let charge = Charge { identity: key.1.clone(), ..charge };
-        let now = host.now_ms();
+        let now = host.now();
         let pending = PendingCharge { charge, amount: units, responses: 1, refund_at };
         if self.jobs.charges() >= MAX_CHARGES {
             self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
@@ -159,7 +158,7 @@ impl Worker {
         host: &H,
         c: PendingCharge,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         let config = &self.config;
         let Some(rule) = config.rules.get(c.charge.rule) else { return };
@@ -178,8 +177,8 @@ impl Worker {
                     }
                     if retry > 0 {
                         let entry = DenyEntry {
-                            deny_until_ms: at.saturating_add(retry),
-                            reset_at_ms: at.saturating_add(d.reset_ms),
+                            deny_until: at.after(retry),
+                            reset_at: at.after(d.reset_ms),
                             remaining: d.remaining,
                         };
                         cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
@@ -190,7 +189,7 @@ impl Worker {
             // worst case: it pays more, never less, and nothing is spent here.
             Err(e) if c.refund_at.is_some() => {
                 let reason = e.to_string();
-                let now = host.now_ms();
+                let now = host.now();
                 if let Some(line) = self.incidents.record(Incident::LostRefund, now, c.responses, c.amount, &reason) {
                     host.warn(&line);
                 }
@@ -204,7 +203,7 @@ impl Worker {
                     .filter_map(|&(limit, _)| rule.limits.get(limit))
                     .map(|l| fallback_limit(rule, l, &c.charge.digest, c.amount))
                     .collect();
-                let now = host.now_ms();
+                let now = host.now();
                 fallback::charge(host, config.deny_cache.slots, &limits, now);
                 let reason = e.to_string();
                 if let Some(line) = self.incidents.record(Incident::LostCharge, now, c.responses, c.amount, &reason) {

@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::keys::HashSlot;
 use crate::lease::{Heat, LeaseRecord, LeaseTable, Spend, HOT_AFTER};
 use crate::pipeline::{Claims, LeaseCandidate};
+use crate::time::Instant;
 
 /// The worker's claims for one request.
 pub(super) struct WorkerClaims<'a, H: Host> {
@@ -19,19 +20,19 @@ pub(super) struct WorkerClaims<'a, H: Host> {
 }
 
 impl<H: Host> Claims for WorkerClaims<'_, H> {
-    fn draw(&mut self, lease: &LeaseCandidate, now_ms: u64) -> Option<LeaseRecord> {
-        if self.heat.observe(lease.fingerprint, now_ms, lease.params.max_age_ms) < HOT_AFTER {
+    fn draw(&mut self, lease: &LeaseCandidate, now: Instant) -> Option<LeaseRecord> {
+        if self.heat.observe(lease.fingerprint, now, lease.params.max_age_ms) < HOT_AFTER {
             return None;
         }
-        match LeaseTable::new(self.host, self.config.deny_cache.slots).draw(lease.fingerprint, now_ms) {
+        match LeaseTable::new(self.host, self.config.deny_cache.slots).draw(lease.fingerprint, now) {
             Spend::Drawn(record) => Some(record),
             _ => None,
         }
     }
 
-    fn gate(&mut self, slot: HashSlot, now_ms: u64) -> Gate {
+    fn gate(&mut self, slot: HashSlot, now: Instant) -> Gate {
         // A probe is given up on past twice the store's timeout and a second.
         let probe_ms = self.config.store.timeout.ms().saturating_mul(2).saturating_add(1000);
-        breaker::gate(self.host, &self.config.store.breaker, slot, now_ms, probe_ms)
+        breaker::gate(self.host, &self.config.store.breaker, slot, now, probe_ms)
     }
 }

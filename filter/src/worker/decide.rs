@@ -15,6 +15,7 @@ use crate::outcome::LimitOutcome;
 use crate::pipeline::{begin_request, Decided, Env, Outcome, Start};
 use crate::request::{Request, RequestSource};
 use crate::store::StoreError;
+use crate::time::Instant;
 
 impl Worker {
     /// The pipeline's view of `config` and `host`.
@@ -30,11 +31,11 @@ impl Worker {
         host: &H,
         stream: u32,
         req: &Request<'_, R>,
-        now: u64,
+        now: Instant,
     ) {
         // The instant read above: one clock hostcall a request.
         let mut claims = WorkerClaims { host, config: &self.config, heat: &mut self.leases.heat };
-        let start = begin_request(&Self::env(&self.config, host), req, || now, &mut claims);
+        let start = begin_request(&Self::env(&self.config, host), req, || now.ms(), &mut claims);
         self.ask_for_identity_encoding(host, req);
         let pending = match start {
             Start::Done(decided) => return self.decided(host, stream, decided, now),
@@ -74,7 +75,7 @@ impl Worker {
 
     /// Stream `stream`'s request is decided: its outcome waits to be
     /// carried out at the end of the running callback.
-    pub(super) fn decided<H: Host>(&mut self, host: &H, stream: u32, decided: Decided, now: u64) {
+    pub(super) fn decided<H: Host>(&mut self, host: &H, stream: u32, decided: Decided, now: Instant) {
         match self.streams.get_mut(&stream) {
             Some(s) => s.phase = Phase::Decided(decided),
             None => self.track(host, stream, Stream::new(Phase::Decided(decided), now), now),
@@ -126,7 +127,7 @@ impl Worker {
         let may_act = returned || cb.stream() == Some(id) || !self.pinned;
         match outcome {
             Outcome::Continue(headers, charges, holds) => {
-                let now = host.now_ms();
+                let now = host.now();
                 stream.headers = headers;
                 stream.usage = charges.into_iter().map(UsageWatch::new).collect();
                 stream.permits = holds.into_iter().map(|h| HeldPermit::new(h, now)).collect();
@@ -157,7 +158,7 @@ impl Worker {
         host: &H,
         job: JobId,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         match self.jobs.remove(job) {
             Some(Job::Decide { stream, index }) => self.deliver_decision(host, stream, index, result, at),
@@ -184,7 +185,7 @@ impl Worker {
         stream: u32,
         index: usize,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         let Some(s) = self.streams.get_mut(&stream) else { return };
         let Phase::Deciding { pending, jobs } = &mut s.phase else { return };
@@ -205,7 +206,7 @@ impl Worker {
     /// A job refused because `MAX_QUEUED` already wait: its rule's failure
     /// policy (a charge: the fallback), counted and logged as overloaded,
     /// never as a store error.
-    pub(super) fn refuse_overloaded<H: Host>(&mut self, host: &H, job: JobId, now: u64) {
+    pub(super) fn refuse_overloaded<H: Host>(&mut self, host: &H, job: JobId, now: Instant) {
         if matches!(self.jobs.get(job), Some(Job::Decide { .. })) {
             let reason = format!("{MAX_QUEUED} decisions already wait for the store on this worker");
             if let Some(line) = self.incidents.record(Incident::Overloaded, now, 1, 0, &reason) {

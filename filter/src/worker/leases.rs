@@ -9,6 +9,7 @@
 //! decision's answer is kept as the view instead.
 
 use crate::keys::HashSlot;
+use crate::time::Instant;
 use std::collections::BTreeSet;
 
 use super::jobs::Job;
@@ -34,7 +35,7 @@ pub(super) struct LeaseAsk {
     /// The decision's limits, each used `requests` times its units.
     pub(super) limits: Vec<PlannedLimit>,
     /// When it was asked: its windows are those of this instant or later.
-    asked_at_ms: u64,
+    asked_at: Instant,
 }
 
 /// What the worker keeps for leases.
@@ -57,7 +58,7 @@ impl Leases {
 
 impl Worker {
     /// The lease decision a hot client's `d` brings along, if any, queued.
-    pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: u64) {
+    pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: Instant) {
         let Some(c) = &d.lease else { return };
         let leases = &mut self.leases;
         if leases.asking.contains(&c.fingerprint) || leases.asking.len() >= MAX_LEASE_ASKS {
@@ -100,7 +101,7 @@ impl Worker {
             identity: d.identity.clone(),
             slot: d.slot,
             limits,
-            asked_at_ms: now,
+            asked_at: now,
         };
         let job = self.jobs.add(Job::Lease(ask));
         let queued = self.queued(job, now).map(|q| self.queue.push(q));
@@ -115,7 +116,7 @@ impl Worker {
         host: &H,
         ask: LeaseAsk,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         self.leases.asking.remove(&ask.candidate.fingerprint);
         // A store that failed granted nothing; the request's own decision
@@ -135,13 +136,13 @@ impl Worker {
             .collect();
         let lease = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &ends),
+            expires_at_ms: lease::expires_at(ask.asked_at, c.params.max_age_ms, &ends),
             requests_left: granted,
             granted,
-            granted_at_ms: at,
+            granted_at_ms: at.ms(),
             limits: view(c, &outcomes, at),
         };
-        LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now_ms());
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now());
         if granted > 0 {
             for &r in &ask.rules {
                 host.count(r, Event::LeaseGranted);
@@ -153,30 +154,30 @@ impl Worker {
     /// store decided it): if its client waits for a view, the answer is
     /// kept as one, a record of no requests (it never pushes out another
     /// client's live lease).
-    pub(super) fn keep_view<H: Host>(&mut self, host: &H, c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) {
+    pub(super) fn keep_view<H: Host>(&mut self, host: &H, c: &LeaseCandidate, outcomes: &[LimitOutcome], at: Instant) {
         if outcomes.len() != c.limits.len() || !self.leases.viewing.remove(&c.fingerprint) {
             return;
         }
         let record = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: at,
+            expires_at_ms: at.ms(),
             requests_left: 0,
             granted: 0,
-            granted_at_ms: at,
+            granted_at_ms: at.ms(),
             limits: view(c, outcomes, at),
         };
-        LeaseTable::new(host, self.config.deny_cache.slots).grant(record, host.now_ms());
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(record, host.now());
     }
 }
 
 /// What the store said of each limit of `c` at `at`, for the next ask.
-fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) -> Vec<LeasedLimit> {
+fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: Instant) -> Vec<LeasedLimit> {
     outcomes
         .iter()
         .zip(c.per_request())
         .map(|(o, per_request)| LeasedLimit {
             remaining_at_grant: o.remaining,
-            reset_at_ms: at.saturating_add(o.reset_ms),
+            reset_at_ms: at.after(o.reset_ms).ms(),
             per_request,
         })
         .collect()

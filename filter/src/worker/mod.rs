@@ -36,6 +36,7 @@ mod tests;
 
 use crate::id_map::IdMap;
 use crate::keys::HashSlot;
+use crate::time::Instant;
 
 pub use body_wait::{body_tick_ms, BodyAction};
 pub use host::Host;
@@ -127,7 +128,7 @@ struct Queued {
     slot: HashSlot,
     size: usize,
     /// When it was queued.
-    since_ms: u64,
+    since: Instant,
 }
 
 impl Batchable for Queued {
@@ -137,8 +138,8 @@ impl Batchable for Queued {
     fn size(&self) -> usize {
         self.size
     }
-    fn since_ms(&self) -> u64 {
-        self.since_ms
+    fn since(&self) -> Instant {
+        self.since
     }
 }
 
@@ -150,9 +151,9 @@ struct Flight {
     call: ScriptCall,
     stage: Stage,
     /// When the first message went (the call's latency).
-    started_ms: u64,
+    started: Instant,
     /// When the latest message went (its timeout).
-    sent_ms: u64,
+    sent: Instant,
 }
 
 /// The worker.
@@ -169,7 +170,7 @@ pub struct Worker {
     flights: IdMap<u32, Flight>,
     info: Option<(u32, u64)>,
     /// When the store's INFO was last asked for.
-    last_info_ms: Option<u64>,
+    last_info: Option<Instant>,
     incidents: Incidents,
     decoders: Decoders,
     leases: leases::Leases,
@@ -188,13 +189,13 @@ pub struct Worker {
     /// Streams whose request waits for its body (`Phase::Body`).
     bodies_waiting: usize,
     /// When a body that never came was last logged.
-    body_timeout_logged_ms: Option<u64>,
+    body_timeout_logged: Option<Instant>,
 }
 
 impl Worker {
     /// A worker for `config`, started at `now_ms` (the first INFO is asked
     /// for one `stats_interval` later).
-    pub fn new(config: Config, now_ms: u64) -> Worker {
+    pub fn new(config: Config, now: Instant) -> Worker {
         let permit_tick_ms = permits::tick_ms(&config);
         let body_tick_ms = body_tick_ms(&config);
         Worker {
@@ -206,7 +207,7 @@ impl Worker {
             queue: Batcher::new(MAX_QUEUED),
             flights: IdMap::default(),
             info: None,
-            last_info_ms: Some(now_ms),
+            last_info: Some(now),
             incidents: Incidents::default(),
             decoders: Decoders::default(),
             leases: leases::Leases::default(),
@@ -215,7 +216,7 @@ impl Worker {
             pinned: false,
             body_tick_ms,
             bodies_waiting: 0,
-            body_timeout_logged_ms: None,
+            body_timeout_logged: None,
         }
     }
 
@@ -250,7 +251,7 @@ impl Worker {
         request: &R,
         end_of_stream: bool,
     ) -> Action {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         let empty;
         let req = match self.body_tick_ms.is_some() && end_of_stream {
@@ -293,7 +294,7 @@ impl Worker {
     /// renews permits, logs what was counted but not yet logged, and asks
     /// the store for its INFO every `stats_interval` (one at a time).
     pub fn on_tick<H: Host>(&mut self, host: &H) {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         self.expire_body_waits(host, now);
         self.renew_permits(host, now);
@@ -305,18 +306,18 @@ impl Worker {
         }
         while !self.pinned
             && self.flights.len() < most
-            && self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms())
+            && self.queue.oldest_since().is_some_and(|since| now.since(since) >= self.max_wait_ms())
         {
             self.send_next(host, fill);
         }
         for line in self.incidents.flush(now) {
             host.warn(&line);
         }
-        let due = self.last_info_ms.is_none_or(|t| now.saturating_sub(t) >= self.config.store.stats_interval.ms());
+        let due = self.last_info.is_none_or(|t| now.since(t) >= self.config.store.stats_interval.ms());
         if self.info.is_none() && due {
-            self.last_info_ms = Some(now);
+            self.last_info = Some(now);
             match host.send(&transport::info(self.config.store.transport), false) {
-                Ok(token) => self.info = Some((token, now)),
+                Ok(token) => self.info = Some((token, now.ms())),
                 Err(e) => self.on_info(host, Err(e)),
             }
         }
@@ -325,7 +326,7 @@ impl Worker {
 
     /// Keeps `state` for stream `stream`, making room among old streams
     /// when the table is full.
-    fn track<H: Host>(&mut self, host: &H, stream: u32, state: Stream, now: u64) {
+    fn track<H: Host>(&mut self, host: &H, stream: u32, state: Stream, now: Instant) {
         if self.streams.len() >= MAX_STREAMS {
             self.forget_old_streams(host, now);
         }
@@ -340,13 +341,13 @@ impl Worker {
 
     /// Fails the calls past their timeout and grace, and forgets an INFO
     /// call the host never answered.
-    fn sweep<H: Host>(&mut self, host: &H, now: u64) {
+    fn sweep<H: Host>(&mut self, host: &H, now: Instant) {
         let deadline = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS);
-        if self.info.is_some_and(|(_, started)| now.saturating_sub(started) > deadline) {
+        if self.info.is_some_and(|(_, started)| now.since(Instant::from_ms(started)) > deadline) {
             self.info = None;
         }
         let expired: Vec<u32> =
-            self.flights.iter().filter(|(_, f)| now.saturating_sub(f.sent_ms) > deadline).map(|(t, _)| *t).collect();
+            self.flights.iter().filter(|(_, f)| now.since(f.sent) > deadline).map(|(t, _)| *t).collect();
         for token in expired {
             if let Some(flight) = self.flights.remove(&token) {
                 self.finish(host, flight, Err(StoreError::Unanswered));
@@ -355,14 +356,14 @@ impl Worker {
     }
 
     /// Forgets streams the host never ended (no callback for a long time).
-    fn forget_old_streams<H: Host>(&mut self, host: &H, now: u64) {
+    fn forget_old_streams<H: Host>(&mut self, host: &H, now: Instant) {
         let horizon = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS).saturating_mul(4);
         // A stream holding a permit may last hours (a long download, an LLM
         // answer): forgetting it would free its permit while it runs.
         let old: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(_, s)| now.saturating_sub(s.created_ms) > horizon && s.permits.is_empty())
+            .filter(|(_, s)| now.since(s.created) > horizon && s.permits.is_empty())
             .map(|(id, _)| *id)
             .collect();
         for id in old {

@@ -24,20 +24,21 @@ use crate::outcome::LimitOutcome;
 use crate::pipeline::Hold;
 use crate::spec::Op;
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// A permit a live stream holds.
 #[derive(Debug)]
 pub(super) struct HeldPermit {
     pub(super) hold: Hold,
     /// When it was taken or last renewed (the proxy's clock).
-    renewed_ms: u64,
+    renewed: Instant,
     /// Its renewal on its way to the store.
     pub(super) renewal: Option<JobId>,
 }
 
 impl HeldPermit {
-    pub(super) fn new(hold: Hold, now_ms: u64) -> HeldPermit {
-        HeldPermit { hold, renewed_ms: now_ms, renewal: None }
+    pub(super) fn new(hold: Hold, now: Instant) -> HeldPermit {
+        HeldPermit { hold, renewed: now, renewal: None }
     }
 }
 
@@ -76,7 +77,7 @@ impl Worker {
     /// release call; while `renewal` is on its way, once it comes back
     /// (it could otherwise take the permit again after the release).
     pub(super) fn end_permit<H: Host>(&mut self, host: &H, hold: Hold, renewal: Option<JobId>) {
-        let now = host.now_ms();
+        let now = host.now();
         let renewing = renewal.and_then(|job| match self.jobs.get_mut(job) {
             Some(Job::Permit(call)) => Some(call),
             _ => None,
@@ -100,7 +101,7 @@ impl Worker {
     }
 
     /// Renews the permits of live streams that are due, on the timer.
-    pub(super) fn renew_permits<H: Host>(&mut self, host: &H, now: u64) {
+    pub(super) fn renew_permits<H: Host>(&mut self, host: &H, now: Instant) {
         let mut due = Vec::new();
         for (&stream, state) in self.streams.iter_mut() {
             for (i, held) in state.permits.iter_mut().enumerate().filter(|(_, h)| h.renewal.is_none()) {
@@ -108,7 +109,7 @@ impl Worker {
                 else {
                     continue;
                 };
-                if now.saturating_sub(held.renewed_ms) < renew_every_ms(limit) {
+                if now.since(held.renewed) < renew_every_ms(limit) {
                     continue;
                 }
                 let moving = held.hold.local;
@@ -116,7 +117,7 @@ impl Worker {
                     if let Some(l) = held.hold.local_share(&self.config) {
                         fallback::renew_slot(host, self.config.deny_cache.slots, &l, now);
                     }
-                    held.renewed_ms = now;
+                    held.renewed = now;
                 }
                 let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
                 due.push((stream, i, PermitCall { hold, op, stream: Some(stream), then_release: false, moving }));
@@ -131,7 +132,7 @@ impl Worker {
     }
 
     /// Queues `call` as a job; its id while it is owned.
-    fn queue_permit_call<H: Host>(&mut self, host: &H, call: PermitCall, now: u64) -> Option<JobId> {
+    fn queue_permit_call<H: Host>(&mut self, host: &H, call: PermitCall, now: Instant) -> Option<JobId> {
         let job = self.jobs.add(Job::Permit(call));
         let queued = self.queued(job, now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
@@ -148,7 +149,7 @@ impl Worker {
         host: &H,
         call: PermitCall,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         if call.moving {
             return self.settle_move(host, call, result.is_ok(), at);
@@ -170,7 +171,7 @@ impl Worker {
         let Some(held) = self.held(call.stream, &call.hold) else { return };
         held.renewal = None;
         if result.is_ok() {
-            held.renewed_ms = at;
+            held.renewed = at;
         }
     }
 
@@ -184,7 +185,7 @@ impl Worker {
     /// is given back; a stream that ended meanwhile (its local share
     /// already given back) releases it from the store. Not taken: it stays
     /// local, offered again on its next renewal.
-    fn settle_move<H: Host>(&mut self, host: &H, call: PermitCall, in_store: bool, at: u64) {
+    fn settle_move<H: Host>(&mut self, host: &H, call: PermitCall, in_store: bool, at: Instant) {
         let stored = Hold { local: false, ..call.hold.clone() };
         if call.then_release {
             if in_store {
@@ -208,6 +209,6 @@ impl Worker {
             fallback::release_slot(host, config.deny_cache.slots, &l, at);
         }
         held.hold = stored;
-        held.renewed_ms = at;
+        held.renewed = at;
     }
 }

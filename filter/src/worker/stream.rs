@@ -12,6 +12,7 @@ use super::usage_watch::UsageWatch;
 use super::{Host, Worker};
 use crate::pipeline::{Decided, Outcome, Pending, PlannedDecision, Taken};
 use crate::response::Headers;
+use crate::time::Instant;
 use crate::usage::UsageStripper;
 
 /// A stream the worker keeps state for.
@@ -32,7 +33,7 @@ pub(super) struct Stream {
     /// Request body bytes the filter saw (read whole, or counted as they
     /// passed): what a charge without a usage report estimates the prompt from.
     pub(super) request_bytes: u64,
-    pub(super) created_ms: u64,
+    pub(super) created: Instant,
 }
 
 /// Where its request is.
@@ -51,7 +52,7 @@ pub(super) enum Phase {
 
 impl Stream {
     /// A stream in `phase`, begun at `now`.
-    pub(super) fn new(phase: Phase, now: u64) -> Stream {
+    pub(super) fn new(phase: Phase, now: Instant) -> Stream {
         Stream {
             phase,
             headers: Vec::new(),
@@ -60,7 +61,7 @@ impl Stream {
             asked_usage: false,
             stripper: None,
             request_bytes: 0,
-            created_ms: now,
+            created: now,
         }
     }
 
@@ -140,7 +141,7 @@ impl Worker {
     /// Decision `d`'s job, in a call, outlives its stream: an orphan of
     /// what it may take (nothing: forgotten).
     fn orphan(&mut self, job: JobId, d: &PlannedDecision) {
-        let clock = self.flights.values().find(|f| f.jobs.contains(&job)).map(|f| f.call.now_ms);
+        let clock = self.flights.values().find(|f| f.jobs.contains(&job)).map(|f| f.call.now);
         let orphan = Orphan {
             permits: d.takes(false).collect(),
             reservations: clock.map(|at| d.reservations(&self.config, at)).unwrap_or_default(),

@@ -8,6 +8,7 @@ use ratelimit::spec::{DecisionCall, Op, SlotId};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 /// Two decisions: c1 uses a token bucket (spec 1) and a sliding window
 /// (spec 2), c2 the sliding window.
@@ -17,7 +18,7 @@ fn good_call(now: u64) -> ScriptCall {
     let second = [limit(sw, Op::Use(1))];
     ScriptCall::new(
         "t",
-        now,
+        Instant::from_ms(now),
         &[DecisionCall { identity: "c1", limits: &first }, DecisionCall { identity: "c2", limits: &second }],
     )
 }
@@ -122,7 +123,7 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
     f.run_call(&good_call(T0), T0).unwrap();
     let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
-        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+        refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
     assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
@@ -131,7 +132,7 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
     let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
     let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
     assert!(on_log.contains("ratelimit: shape 1 limit 1: g is impossible on sl"), "{on_log}");
-    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at_ms: T0 })]);
+    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at: Instant::from_ms(T0) })]);
     assert!(refund_log.contains("ratelimit: shape 1 limit 1: f is impossible on sl"), "{refund_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
     let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
@@ -145,7 +146,7 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
     let cc = spec(Algorithm::Concurrency, 5, 60_000, 1);
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
-        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+        refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let release_fw = refuse(&mut f, &[limit(fw, Op::Release(SlotId(7)))]);
     assert!(release_fw.contains("ratelimit: shape 1 limit 1: r applies to cc only"), "{release_fw}");
@@ -162,8 +163,11 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     );
     let id = "ratelimit: shape 1 limit 1: a cc slot id must be 1 to 20 digits, not 0";
     for bad in ["0", "-1", "1.5", "abc", "123456789012345678901", "1e5"] {
-        let mut call =
-            ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(SlotId(9), 0))] }]);
+        let mut call = ScriptCall::new(
+            "t",
+            Instant::from_ms(T0),
+            &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(SlotId(9), 0))] }],
+        );
         let at = call.args.iter().rposition(|a| a == "9").unwrap();
         call.args[at] = bad.to_string();
         let err = refused(&mut f, &call, T0);

@@ -8,6 +8,7 @@ use ratelimit::spec::LimitSpec;
 use ratelimit::spec::Op::{self, Charge as G, Check as K, Use as U};
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};
+use ratelimit::time::Instant;
 
 /// (ms after T0, op, (allowed, remaining, reset_ms, retry_after_ms; -1 = never))
 type Step = (u64, Op, Row);
@@ -143,7 +144,7 @@ fn sliding_log_checks() {
 
 /// A refund (`f`) of a reservation at T0 + `at`.
 fn f(amount: u64, at: u64) -> Op {
-    Op::Refund { amount, at_ms: T0 + at }
+    Op::Refund { amount, at: Instant::from_ms(T0 + at) }
 }
 
 #[test]

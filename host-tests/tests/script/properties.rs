@@ -13,6 +13,7 @@ use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
 
 use crate::fixture::{max_ttl, spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 const RULES: [&str; 4] = ["r0", "r1", "r2", "r3"];
 
@@ -84,7 +85,7 @@ fn plan(limits: &[Limit], raw: &RawDecision, now: u64) -> Vec<LimitCall<'static>
         let op = match (charge, ops[i]) {
             (true, 0) => {
                 let at_ms = now - (seeds[i] >> 20) % (2 * l.spec.window_ms.min(1 << 40));
-                Op::Refund { amount: 1 + seeds[i] % (2 * cap), at_ms }
+                Op::Refund { amount: 1 + seeds[i] % (2 * cap), at: Instant::from_ms(at_ms) }
             }
             (true, _) => Op::Charge(1 + seeds[i] % (2 * cap)),
             (false, 0) => Op::Check(1 + seeds[i] % (cap + 1)),

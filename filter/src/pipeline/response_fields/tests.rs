@@ -73,10 +73,14 @@ impl World {
 struct NoClaims;
 
 impl crate::pipeline::Claims for NoClaims {
-    fn draw(&mut self, _: &crate::pipeline::LeaseCandidate, _: u64) -> Option<crate::lease::LeaseRecord> {
+    fn draw(
+        &mut self,
+        _: &crate::pipeline::LeaseCandidate,
+        _: crate::time::Instant,
+    ) -> Option<crate::lease::LeaseRecord> {
         None
     }
-    fn gate(&mut self, _: crate::keys::HashSlot, _: u64) -> crate::breaker::Gate {
+    fn gate(&mut self, _: crate::keys::HashSlot, _: crate::time::Instant) -> crate::breaker::Gate {
         crate::breaker::Gate::Call
     }
 }

@@ -11,6 +11,7 @@ use super::{ScriptCall, ScriptReply, ERROR_TEXT};
 use crate::algorithm::Algorithm;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitCall, LimitSpec, Op, MAX_DECISIONS, MAX_LIMITS};
+use crate::time::Instant;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const DRIVER: &str = include_str!("../../../../lua/driver.lua");
@@ -215,7 +216,7 @@ fn the_encoder_writes_argv_as_the_driver_lays_it_out() {
     for (now, batch) in batches() {
         let decisions: Vec<DecisionCall> =
             batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new("rl", now, &decisions);
+        let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
         disagreement(argv, &call, now, &decisions).unwrap_or_else(|e| panic!("{e}\nargs: {:?}", call.args));
     }
 }
@@ -226,7 +227,7 @@ fn a_layout_the_encoder_does_not_follow_is_told() {
     let (now, batch) = batches().remove(0);
     let decisions: Vec<DecisionCall> =
         batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-    let call = ScriptCall::new("rl", now, &decisions);
+    let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
     let argv = layout("argv").unwrap();
     let wrong = [
         argv.replace("limit window_ms", "window_ms limit"),
@@ -249,7 +250,7 @@ fn keys_come_per_limit_in_order_as_many_as_the_layout_says() {
     for (now, batch) in batches() {
         let decisions: Vec<DecisionCall> =
             batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new("rl", now, &decisions);
+        let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
         let mut keys = call.keys.iter();
         for d in &decisions {
             for l in d.limits {
@@ -275,7 +276,7 @@ fn the_decoder_reads_each_value_by_its_name_in_the_layout() {
         op: Op::Use(1),
         offset_ms: None,
     }];
-    let call = ScriptCall::new("rl", 5, &[DecisionCall { identity: "a", limits: &minute }]);
+    let call = ScriptCall::new("rl", Instant::from_ms(5), &[DecisionCall { identity: "a", limits: &minute }]);
     assert_eq!(call.reply_len(), names.len());
     for (value, expected) in [
         (

@@ -35,7 +35,7 @@ fn admit(w: &mut Worker, host: &FakeHost, s: u32, body: &'static [u8], call: usi
 #[wasm_bindgen_test]
 fn the_worst_case_is_reserved_and_the_response_settles_it() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     let body = br#"{"max_tokens":50}"#; // 17 bytes
     admit(&mut w, &host, 1, body, 0);
     assert!(host.body(0).contains("/u/67/0/"), "50 + 17 taken at admission: {}", host.body(0));
@@ -66,7 +66,7 @@ fn the_worst_case_is_reserved_and_the_response_settles_it() {
 #[wasm_bindgen_test]
 fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_spent() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     w.on_request_headers(&host, 1, &chat(), false);
     let body = br#"{"max_tokens":"lots"}"#;
     w.on_request_body(&host, 1, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
@@ -91,7 +91,7 @@ fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_
 #[wasm_bindgen_test]
 fn a_reservation_whose_stream_left_before_the_answer_is_given_back_whole_if_it_was_surely_taken() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     let body = br#"{"max_tokens":50}"#;
     let send = |w: &mut Worker, s: u32| {
         w.on_request_headers(&host, s, &chat(), false);
@@ -117,7 +117,8 @@ fn a_reservation_of_a_request_another_rule_refused_is_given_back_whole() {
     let host = FakeHost::new();
     let team = r#",{"name":"team","key":["header:x-team"],"identity":"clear",
         "limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{RESERVED}{team}")), NOW);
+    let mut w =
+        Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{RESERVED}{team}")), Instant::from_ms(NOW));
     let request = chat().with("x-team", "t");
     let body = br#"{"max_tokens":50}"#;
     w.on_request_headers(&host, 1, &request, false);
@@ -137,7 +138,7 @@ fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_b
         "cost":{"response_header":"x-usage","default":1,"max":200000,"reservation":{"default_output":4096}},
         "limits":[{"algorithm":"token_bucket","limit":100000,"window":"1h","burst":50000},
                   {"algorithm":"fixed_window","limit":80000,"window":"1d"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), Instant::from_ms(NOW));
     let n = br#"{"n":8,"max_tokens":3000}"#; // 25 bytes
     admit(&mut w, &host, 1, n, 0);
     assert!(host.body(0).contains("/u/24025/0/"), "8 completions of 3,000 and the body: {}", host.body(0));
@@ -161,7 +162,7 @@ fn a_refused_worst_case_is_never_cached_but_a_refused_request_count_is() {
         "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
         "limits":[{"algorithm":"fixed_window","limit":5,"window":"1d","counts":"requests"},
                   {"algorithm":"fixed_window","limit":1000,"window":"1h"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), Instant::from_ms(NOW));
     let send = |w: &mut Worker, s: u32| {
         let body = br#"{"max_tokens":900}"#;
         w.on_request_headers(&host, s, &chat(), false);

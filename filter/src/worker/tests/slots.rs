@@ -28,7 +28,7 @@ fn op_of(host: &FakeHost, n: usize) -> (String, String) {
 }
 
 fn worker() -> Worker {
-    Worker::new(config("", LLM), NOW)
+    Worker::new(config("", LLM), Instant::from_ms(NOW))
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn a_local_slot_of_a_request_another_rule_refuses_is_given_back_and_counted() {
     let closed = r#"{"name":"gate","key":["header:x-user"],"failure_mode":"closed",
         "limits":[{"algorithm":"fixed_window","limit":100,"window":"1m"}]}"#;
     let one = LLM.replace(r#""limit":2"#, r#""limit":1"#);
-    let mut w = Worker::new(config("", &format!("{one},{closed}")), NOW);
+    let mut w = Worker::new(config("", &format!("{one},{closed}")), Instant::from_ms(NOW));
     for stream in 1..=2 {
         assert_eq!(w.on_request(&host, stream, &user("/", "a")), Action::Pause);
     }
@@ -256,7 +256,7 @@ fn a_slot_taken_by_a_decision_that_answered_is_released_when_the_stream_ends_bef
     let gate =
         r#"{"name":"gate","key":["header:x-gate"],"limits":[{"algorithm":"fixed_window","limit":5,"window":"1m"}]}"#;
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_decisions":1}"#, &format!("{LLM},{gate}")), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_decisions":1}"#, &format!("{LLM},{gate}")), Instant::from_ms(NOW));
     let req = user("/", "a").with("x-gate", "g");
     assert_eq!(w.on_request(&host, 1, &req), Action::Pause);
     assert_eq!(host.sent.borrow().len(), 2, "one call per decision");
