@@ -171,6 +171,7 @@ impl PlannedDecision {
             result: None,
             clock: None,
             prices: Vec::new(),
+            marks: Vec::new(),
         }
     }
 

@@ -23,7 +23,7 @@ use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::response::{Headers, LocalReply, PolicyRef, Shown};
 use crate::shared::SharedData;
-use crate::spec::{Op, SlotId};
+use crate::spec::{Mark, Op, SlotId};
 use crate::store::StoreError;
 use crate::time::Instant;
 
@@ -126,12 +126,15 @@ pub struct Charge {
 }
 
 /// A reservation the store took for one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reserved {
     /// Units taken from each limit counting cost.
     pub units: u64,
     /// The clock the store took them on (their windows' keys).
     pub at: Instant,
+    /// The mark of each token bucket or GCRA it was taken from (by index
+    /// into the rule's limits): what their refunds carry.
+    pub marks: Vec<(usize, Mark)>,
 }
 
 /// A concurrency slot a stream holds until it ends: in the store (released
@@ -233,6 +236,9 @@ pub struct PlannedDecision {
     clock: Option<Instant>,
     /// The price of each priced rule (by index), from the request's model.
     prices: Vec<(usize, Arc<Price>)>,
+    /// The marks of the buckets its reservations were taken from (by index
+    /// into `limits`), once the store admitted it.
+    marks: Vec<(usize, Mark)>,
 }
 
 impl PlannedDecision {
@@ -264,10 +270,15 @@ impl PlannedDecision {
         for &r in &self.rules {
             let Some(rule) = config.rules.get(r) else { continue };
             if let Some(units) = self.reserved_units(r, rule) {
-                out.push(self.charge(r, rule, Some(Reserved { units, at: clock })));
+                out.push(self.charge(r, rule, Some(Reserved { units, at: clock, marks: self.marks_of(r) })));
             }
         }
         out
+    }
+
+    /// Whether it takes a reservation if the store admits it.
+    pub fn reserves(&self, config: &Config) -> bool {
+        self.rules.iter().any(|&r| config.rules.get(r).is_some_and(|rule| self.reserved_units(r, rule).is_some()))
     }
 
     /// The units rule `r` (in reservation mode) asks its limits counting cost.
@@ -275,6 +286,27 @@ impl PlannedDecision {
         rule.cost.reservation()?;
         let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
         self.limits.iter().filter(|l| l.rule == r).find(cost).map(|l| l.op.amount())
+    }
+
+    /// The marks of rule `r`'s buckets, by index into the rule's limits.
+    fn marks_of(&self, r: usize) -> Vec<(usize, Mark)> {
+        let limits = self.marks.iter().filter_map(|&(i, m)| self.limits.get(i).map(|l| (l, m)));
+        limits.filter(|(l, _)| l.rule == r).map(|(l, m)| (l.limit, m)).collect()
+    }
+
+    /// Takes the marks out of the store's `outcomes` of this decision: an
+    /// admitted reservation of a bucket says its mark in place of its
+    /// remaining, reset and retry; the mark is kept, and the outcome made
+    /// what a use's would be (`Mark::of`).
+    pub fn take_marks(&mut self, config: &Config, outcomes: &mut [LimitOutcome]) {
+        for (i, (l, o)) in self.limits.iter().zip(outcomes.iter_mut()).enumerate() {
+            let Op::Reserve(_) = l.op else { continue };
+            let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
+            if let Some((outcome, mark)) = Mark::of(&limit.spec, o) {
+                *o = outcome;
+                self.marks.push((i, mark));
+            }
+        }
     }
 
     /// Whether the store answered and admitted it.
@@ -286,7 +318,7 @@ impl PlannedDecision {
     /// admitted this decision.
     fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
         let at = self.clock.filter(|_| self.admitted())?;
-        Some(Reserved { units: self.reserved_units(r, rule)?, at })
+        Some(Reserved { units: self.reserved_units(r, rule)?, at, marks: self.marks_of(r) })
     }
 
     /// The units limit `i` of rule `r` asks of the store: the request's

@@ -61,6 +61,10 @@ impl Pending {
             Ok(v) if v.len() != d.limits.len() => {
                 Err(StoreError::Malformed("the reply does not cover the decision's limits"))
             }
+            Ok(mut v) => {
+                d.take_marks(env.config, &mut v);
+                Ok(v)
+            }
             other => other,
         };
         d.result = Some(result);

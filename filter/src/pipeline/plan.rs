@@ -27,6 +27,8 @@ pub(super) fn plan_limits(
             _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i), 0),
             (Counts::Requests, _) => Op::Use(1),
             (Counts::Cost, Cost::Response { reservation: None, reserve, .. }) => Op::Check(*reserve),
+            // A bucket's reservation: its refund needs the bucket's mark.
+            (Counts::Cost, Cost::Response { .. }) if l.spec.algorithm.tat() => Op::Reserve(cost),
             (Counts::Cost, _) => Op::Use(cost),
         };
         let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));

@@ -49,6 +49,7 @@ where
             result: Some(Err(StoreError::RequestUnreadable)),
             clock: None,
             prices: Vec::new(),
+            marks: Vec::new(),
         });
     }
     Pending::new(now, decisions, Vec::new()).finish(env)

@@ -37,15 +37,19 @@ impl Worker {
                 Some((limits, &d.identity, d.slot))
             }
             Job::Charge(c) => {
-                let op = match c.refund_at {
+                let marks = c.charge.reserved.as_ref().map_or(&[][..], |r| &r.marks[..]);
+                let op = |limit: usize| match c.refund_at {
                     None => Op::Charge(c.amount),
-                    Some(at) => Op::Refund { amount: c.amount, at },
+                    Some(at) => {
+                        let mark = marks.iter().find(|(i, _)| *i == limit).map(|&(_, m)| m);
+                        Op::Refund { amount: c.amount, at, mark }
+                    }
                 };
                 let limits = c
                     .charge
                     .limits
                     .iter()
-                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, op, offset))
+                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, op(limit), offset))
                     .collect();
                 Some((limits, &c.charge.identity, c.charge.slot))
             }

@@ -162,11 +162,7 @@ impl Worker {
     ) {
         match self.jobs.remove(job) {
             Some(Job::Decide { stream, index }) => self.deliver_decision(host, stream, index, result, at),
-            Some(Job::Orphan(orphan)) => {
-                let admitted = matches!(&result, Ok(outcomes) if outcomes.iter().all(|o| o.allowed));
-                let may_have_run = result.as_ref().is_err_and(StoreError::may_have_run);
-                self.settle_orphan(host, orphan, admitted, may_have_run);
-            }
+            Some(Job::Orphan(orphan)) => self.settle_orphan(host, orphan, result),
             Some(Job::Charge(c)) => {
                 self.waiting.leave(&self.config, job, &c);
                 self.settle_charge(host, c, result, at);

@@ -9,7 +9,8 @@ use super::charges::PendingCharge;
 use super::leases::LeaseAsk;
 use super::permits::PermitCall;
 use crate::id_map::IdMap;
-use crate::pipeline::{Charge, Hold};
+use crate::pipeline::{Hold, PlannedDecision};
+use crate::time::Instant;
 
 /// A job's id: never reused while the worker lives.
 pub(super) type JobId = u64;
@@ -36,8 +37,10 @@ pub(super) struct Orphan {
     /// Permits: released (also when the answer was lost: the script may
     /// have run, and releasing a permit never taken changes nothing).
     pub(super) permits: Vec<Hold>,
-    /// Reservations: refunded whole, only when the store surely took them.
-    pub(super) reservations: Vec<Charge>,
+    /// A decision that reserves, and the clock its call decides on: its
+    /// reservations are refunded whole, only when the store surely took
+    /// them, with the marks its answer gives.
+    pub(super) reserving: Option<(PlannedDecision, Instant)>,
 }
 
 /// The table, with a count of the charges in it (bounded by `MAX_CHARGES`).

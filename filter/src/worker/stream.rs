@@ -10,8 +10,10 @@ use super::jobs::{Job, JobId, Orphan};
 use super::permits::HeldPermit;
 use super::usage_watch::UsageWatch;
 use super::{Host, Worker};
+use crate::outcome::LimitOutcome;
 use crate::pipeline::{Decided, Outcome, Pending, PlannedDecision, Taken};
 use crate::response::Headers;
+use crate::store::StoreError;
 use crate::time::Instant;
 use crate::usage::UsageStripper;
 
@@ -142,12 +144,10 @@ impl Worker {
     /// what it may take (nothing: forgotten).
     fn orphan(&mut self, job: JobId, d: &PlannedDecision) {
         let clock = self.flights.values().find(|f| f.jobs.contains(&job)).map(|f| f.call.now);
-        let orphan = Orphan {
-            permits: d.takes(false).collect(),
-            reservations: clock.map(|at| d.reservations(&self.config, at)).unwrap_or_default(),
-        };
+        let reserving = clock.filter(|_| d.reserves(&self.config)).map(|at| (d.clone(), at));
+        let orphan = Orphan { permits: d.takes(false).collect(), reserving };
         match self.jobs.get_mut(job) {
-            Some(j) if !orphan.permits.is_empty() || !orphan.reservations.is_empty() => *j = Job::Orphan(orphan),
+            Some(j) if !orphan.permits.is_empty() || orphan.reserving.is_some() => *j = Job::Orphan(orphan),
             _ => {
                 self.jobs.remove(job);
             }
@@ -158,9 +158,22 @@ impl Worker {
     /// store admitted it or its answer was lost (it may have run), its
     /// reservations only if it surely admitted (a refund of units never
     /// taken would admit past the limit).
-    pub(super) fn settle_orphan<H: Host>(&mut self, host: &H, orphan: Orphan, admitted: bool, may_have_run: bool) {
+    pub(super) fn settle_orphan<H: Host>(
+        &mut self,
+        host: &H,
+        orphan: Orphan,
+        result: Result<Vec<LimitOutcome>, StoreError>,
+    ) {
+        let admitted = matches!(&result, Ok(outcomes) if outcomes.iter().all(|o| o.allowed));
+        let may_have_run = result.as_ref().is_err_and(StoreError::may_have_run);
         let permits = if admitted || may_have_run { orphan.permits } else { Vec::new() };
-        let reservations = if admitted { orphan.reservations } else { Vec::new() };
+        let reservations = match (orphan.reserving, result) {
+            (Some((mut d, at)), Ok(mut outcomes)) if admitted => {
+                d.take_marks(&self.config, &mut outcomes);
+                d.reservations(&self.config, at)
+            }
+            _ => Vec::new(),
+        };
         self.return_taken(host, Taken { permits, reservations });
     }
 }
