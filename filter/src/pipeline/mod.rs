@@ -120,14 +120,14 @@ pub struct Charge {
     /// What the store reserved for it at admission (reservation mode),
     /// to settle: `None` when nothing was (the check-then-charge mode, or
     /// a request the local fallback admitted while the store failed).
-    pub reserved: Option<Reserved>,
+    pub reservation: Option<Reservation>,
     /// The price of the request's model, when the rule prices its usage.
     pub price: Option<Arc<Price>>,
 }
 
 /// A reservation the store took for one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reserved {
+pub struct Reservation {
     /// Units taken from each limit counting cost.
     pub units: u64,
     /// The clock the store took them on (their windows' keys).
@@ -243,7 +243,7 @@ pub struct PlannedDecision {
 
 impl PlannedDecision {
     /// The charge of rule `r` on this decision's identity.
-    fn charge(&self, r: usize, rule: &Rule, reserved: Option<Reserved>) -> Charge {
+    fn charge(&self, r: usize, rule: &Rule, reservation: Option<Reservation>) -> Charge {
         let limits = self
             .limits
             .iter()
@@ -257,7 +257,7 @@ impl PlannedDecision {
             slot: self.slot,
             limits,
             digest: self.digest,
-            reserved,
+            reservation,
             price,
         }
     }
@@ -270,7 +270,7 @@ impl PlannedDecision {
         for &r in &self.rules {
             let Some(rule) = config.rules.get(r) else { continue };
             if let Some(units) = self.reserved_units(r, rule) {
-                out.push(self.charge(r, rule, Some(Reserved { units, at: clock, marks: self.marks_of(r) })));
+                out.push(self.charge(r, rule, Some(Reservation { units, at: clock, marks: self.marks_of(r) })));
             }
         }
         out
@@ -316,9 +316,9 @@ impl PlannedDecision {
 
     /// What the store reserved for rule `r` (in reservation mode) if it
     /// admitted this decision.
-    fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
+    fn reservation(&self, r: usize, rule: &Rule) -> Option<Reservation> {
         let at = self.clock.filter(|_| self.admitted())?;
-        Some(Reserved { units: self.reserved_units(r, rule)?, at, marks: self.marks_of(r) })
+        Some(Reservation { units: self.reserved_units(r, rule)?, at, marks: self.marks_of(r) })
     }
 
     /// The units limit `i` of rule `r` asks of the store: the request's

@@ -205,7 +205,7 @@ impl Pending {
                 if !rule.cost.after_response() || !allowed {
                     continue;
                 }
-                out.push(d.charge(r, rule, d.reserved(r, rule)));
+                out.push(d.charge(r, rule, d.reservation(r, rule)));
             }
         }
         out

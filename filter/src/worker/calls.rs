@@ -37,14 +37,7 @@ impl Worker {
                 Some((limits, &d.identity, d.slot))
             }
             Job::Charge(c) => {
-                let marks = c.charge.reserved.as_ref().map_or(&[][..], |r| &r.marks[..]);
-                let op = |limit: usize| match c.refund_at {
-                    None => Op::Charge(c.amount),
-                    Some(at) => {
-                        let mark = marks.iter().find(|(i, _)| *i == limit).map(|&(_, m)| m);
-                        Op::Refund { amount: c.amount, at, mark }
-                    }
-                };
+                let op = |limit: usize| c.refund.as_ref().map_or(Op::Charge(c.amount), |r| r.op(limit, c.amount));
                 let limits = c
                     .charge
                     .limits
@@ -139,7 +132,7 @@ impl Worker {
         for q in batch {
             if let Some(Job::Charge(c)) = self.jobs.get(q.job) {
                 // Out of the queue: later charges of its client start anew.
-                self.waiting.leave(&self.config, q.job, c);
+                self.waiting.leave(q.job, c);
             }
         }
         if let Some(flight) = self.flight(batch, host.now()) {

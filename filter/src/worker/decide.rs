@@ -164,7 +164,7 @@ impl Worker {
             Some(Job::Decide { stream, index }) => self.deliver_decision(host, stream, index, result, at),
             Some(Job::Orphan(orphan)) => self.settle_orphan(host, orphan, result),
             Some(Job::Charge(c)) => {
-                self.waiting.leave(&self.config, job, &c);
+                self.waiting.leave(job, &c);
                 self.settle_charge(host, c, result, at);
             }
             Some(Job::Lease(ask)) => self.settle_lease(host, ask, result, at),

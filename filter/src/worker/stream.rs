@@ -112,7 +112,7 @@ impl Worker {
             Phase::Decided(Decided { outcome, mut effects }) => {
                 if let Outcome::Continue(_, charges, holds) = outcome {
                     effects.give_back.permits.extend(holds);
-                    effects.give_back.reservations.extend(charges.into_iter().filter(|c| c.reserved.is_some()));
+                    effects.give_back.reservations.extend(charges.into_iter().filter(|c| c.reservation.is_some()));
                 }
                 effects.give_back
             }
@@ -130,13 +130,13 @@ impl Worker {
 
     /// Gives back what a request or a decision took and does not keep:
     /// its permits released (`end_permit`), its reservations refunded
-    /// whole (`give_back`). Every stream end, refusal and orphan comes here.
+    /// whole (`refund_whole`). Every stream end, refusal and orphan comes here.
     pub(super) fn return_taken<H: Host>(&mut self, host: &H, taken: Taken) {
         for hold in taken.permits {
             self.end_permit(host, hold, None);
         }
         for reservation in taken.reservations {
-            self.give_back(host, reservation);
+            self.refund_whole(host, reservation);
         }
     }
 
