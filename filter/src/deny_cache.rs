@@ -48,8 +48,8 @@ impl<'a, S: SharedData + ?Sized> DenyCache<'a, S> {
         (stored == fp && entry.deny_until > now).then_some(entry)
     }
 
-    /// Remembers a denial. The newest denial wins a slot; if another worker
-    /// writes the slot at the same moment, theirs stands.
+    /// Remembers a denial. The newest denial wins an entry; if another worker
+    /// writes the entry at the same moment, theirs stands.
     pub fn remember(&self, fp: u64, entry: DenyEntry) {
         let key = slot_key(fp, self.slots);
         let cas = self.shared.get(&key).map(|(_, cas)| cas);

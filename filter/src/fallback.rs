@@ -3,16 +3,16 @@
 //! shared data so every worker of the proxy spends the same budget.
 //!
 //! Aligned windows, one counter per (rule, limit, identity) in a fixed set
-//! of slots. Two identities that share a slot take it over from each other
+//! of entries. Two identities that share an entry take it over from each other
 //! (a reset count): during an outage that can only admit more, never less.
 //!
 //! A concurrency limit's share counts streams held here instead, until an
 //! expiry each hold or renewal pushes `max_hold` ahead: released when its
-//! streams end (`release_slot`), and forgotten if nobody renews it (a VM
+//! streams end (`release_permit`), and forgotten if nobody renews it (a VM
 //! reloaded with streams open leaks nothing past `max_hold`). Such an
 //! entry is never taken over while it holds streams: once the store is
 //! back, its count is what keeps the client within its limit (the streams
-//! it counts are not in the store yet), so a newcomer sharing its slot,
+//! it counts are not in the store yet), so a newcomer sharing its entry,
 //! of any limit, is refused locally instead (a charge's share is not
 //! spent).
 
@@ -40,7 +40,7 @@ pub struct FallbackLimit {
 }
 
 /// The top bit of a stored fingerprint: set on concurrency entries, so
-/// that any newcomer to a slot can tell one holding streams.
+/// that any newcomer to an entry can tell one holding streams.
 const HOLDS: u64 = 1 << 63;
 
 /// `l`'s fingerprint as its entry stores it.
@@ -150,22 +150,22 @@ pub fn streams_held<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &F
     held(l, entry.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now)
 }
 
-/// A stream holding a slot of the local share of concurrency limit `l`
+/// A stream holding a permit of the local share of concurrency limit `l`
 /// ended: one stream fewer (nothing if the entry expired or was taken
 /// over meanwhile).
-pub fn release_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
-    update_slot(shared, slots, l, now, |until, count| Some([until, count.checked_sub(1)?]));
+pub fn release_permit<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
+    update_permits(shared, slots, l, now, |until, count| Some([until, count.checked_sub(1)?]));
 }
 
-/// A stream holding a slot of the local share lives on: the entry lives
+/// A stream holding a permit of the local share lives on: the entry lives
 /// `hold_ms` more (counting the stream again if the entry had expired).
-pub fn renew_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
+pub fn renew_permit<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
     let now_ms = now.ms();
     let until = now_ms.saturating_add(l.hold_ms.unwrap_or(0));
-    update_slot(shared, slots, l, now, |_, count| Some([until, count.max(1)]));
+    update_permits(shared, slots, l, now, |_, count| Some([until, count.max(1)]));
 }
 
-fn update_slot<S, F>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant, change: F)
+fn update_permits<S, F>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant, change: F)
 where
     S: SharedData + ?Sized,
     F: Fn(u64, u64) -> Option<[u64; 2]>,
@@ -251,14 +251,14 @@ mod tests {
         assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(1))[0].allowed);
         let full = admit(&shared, SLOTS, &[cc], Instant::from_ms(2))[0];
         assert_eq!((full.allowed, full.remaining, full.reset_ms, full.retry_after_ms), (false, 0, 0, Some(1000)));
-        release_slot(&shared, SLOTS, &cc, Instant::from_ms(3));
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(3));
         assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(4))[0].allowed, "a stream ended: its slot is free");
         // Renewed at 2 s, the entry holds until 5 s; then nobody renews it.
-        renew_slot(&shared, SLOTS, &cc, Instant::from_ms(2_000));
+        renew_permit(&shared, SLOTS, &cc, Instant::from_ms(2_000));
         assert!(!admit(&shared, SLOTS, &[cc], Instant::from_ms(4_999))[0].allowed);
         assert_eq!(admit(&shared, SLOTS, &[cc], Instant::from_ms(5_000))[0].remaining, 1, "forgotten after max_hold");
-        release_slot(&shared, SLOTS, &cc, Instant::from_ms(5_001));
-        release_slot(&shared, SLOTS, &cc, Instant::from_ms(5_002));
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(5_001));
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(5_002));
         assert_eq!(admit(&shared, SLOTS, &[cc], Instant::from_ms(5_003))[0].remaining, 1, "never below zero");
     }
 
@@ -266,7 +266,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_concurrency_share_holding_streams_is_never_taken_over_by_a_client_sharing_its_slot() {
         let shared = FakeShared::default();
-        // Fingerprints 9 and 73 share a slot of 64.
+        // Fingerprints 9 and 73 share an entry of 64.
         let (mine, other) = (
             FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) },
             FallbackLimit { hold_ms: Some(3_000), ..limit(73, 2) },
@@ -276,11 +276,11 @@ mod tests {
         // its renewal nor its release touches my count.
         let refused = admit(&shared, SLOTS, &[other], Instant::from_ms(1))[0];
         assert_eq!((refused.allowed, refused.retry_after_ms), (false, Some(1000)));
-        renew_slot(&shared, SLOTS, &other, Instant::from_ms(2));
-        release_slot(&shared, SLOTS, &other, Instant::from_ms(3));
+        renew_permit(&shared, SLOTS, &other, Instant::from_ms(2));
+        release_permit(&shared, SLOTS, &other, Instant::from_ms(3));
         assert_eq!(streams_held(&shared, SLOTS, &mine, Instant::from_ms(4)), 1, "my stream still counts");
-        // Released (or forgotten after max_hold), the slot is free for it.
-        release_slot(&shared, SLOTS, &mine, Instant::from_ms(5));
+        // Released (or forgotten after max_hold), the entry is free for it.
+        release_permit(&shared, SLOTS, &mine, Instant::from_ms(5));
         assert!(admit(&shared, SLOTS, &[other], Instant::from_ms(6))[0].allowed);
     }
 

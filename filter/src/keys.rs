@@ -73,8 +73,8 @@ fn shift(spec: &LimitSpec, offset_ms: Option<u64>) -> Option<u64> {
 }
 
 /// A Redis Cluster hash slot (0 to 16383): which shard holds a client's
-/// keys, and which breaker guards them. Not a concurrency slot
-/// (`spec::SlotId`) nor a shared-data table entry.
+/// keys, and which breaker guards them. Not a concurrency permit
+/// (`spec::PermitId`) nor a shared-data table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct HashSlot(pub u16);
 

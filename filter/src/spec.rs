@@ -47,17 +47,17 @@ pub enum Op {
     /// cost that much less from the start, as its `mark` tells (which
     /// they need; windows take none). Never refused.
     Refund { amount: u64, at: Instant, mark: Option<Mark> },
-    /// concurrency: take a slot with this id (unique across the fleet) for
+    /// concurrency: take a permit with this id (unique across the fleet) for
     /// a stream, if every limit of the decision admits; the second number
     /// is the client's streams this proxy admitted from its local share
     /// while the store failed and the store does not hold yet: counted
     /// with the take (admitted iff held + them + 1 <= limit), not written.
-    Take(SlotId, u64),
+    Take(PermitId, u64),
     /// concurrency: the stream holding this slot ended; never refused.
-    Release(SlotId),
+    Release(PermitId),
     /// concurrency: the stream holding this slot lives on; never refused
-    /// (a slot that expired meanwhile is taken again).
-    Renew(SlotId),
+    /// (a permit that expired meanwhile is taken again).
+    Renew(PermitId),
 }
 
 /// Where a token bucket or GCRA stood right after a reservation: which
@@ -97,10 +97,10 @@ impl Mark {
     }
 }
 
-/// A concurrency slot: the id of one stream's member in its client's set
+/// A concurrency permit: the id of one stream's member in its client's set
 /// (drawn at random per stream), not a count, a hash slot or a table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SlotId(pub u64);
+pub struct PermitId(pub u64);
 
 impl Op {
     /// The op's code in ARGV.
@@ -126,8 +126,8 @@ impl Op {
         }
     }
 
-    /// The slot a concurrency op is about.
-    pub fn slot_id(self) -> Option<SlotId> {
+    /// The permit a concurrency op is about.
+    pub fn permit_id(self) -> Option<PermitId> {
         match self {
             Op::Take(id, _) | Op::Release(id) | Op::Renew(id) => Some(id),
             _ => None,
@@ -169,7 +169,7 @@ pub struct LimitCall<'a> {
     pub op: Op,
     /// fixed_window only: shifts its window boundaries by this many ms
     /// (less than the window); `None` = aligned windows (offset 0). (A
-    /// concurrency limit's slot id and a refund's mark ride in the same
+    /// concurrency limit's permit id and a refund's mark ride in the same
     /// argument: see `Op`.)
     pub offset_ms: Option<u64>,
 }

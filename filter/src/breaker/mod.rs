@@ -211,7 +211,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSl
             let (failures, open_until) = failed(r, None, config, now)?;
             Some([failures, open_until, 0, r[3]])
         }),
-        // The transport works: the store breaker closes; the slot counts.
+        // The transport works: the store breaker closes; the hash slot counts.
         Health::KeyFailed => {
             update(shared, STORE_KEY, |_| Some([0, 0, 0, now_ms]));
             update(shared, &slot_key(config, slot), |r| {
@@ -224,7 +224,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSl
             if closed(store).is_some() {
                 update(shared, STORE_KEY, closed);
             }
-            // Only a slot that failed lately can have a count to clear.
+            // Only a hash slot that failed lately can have a count to clear.
             if store[3] != 0 && now_ms < store[3] + 2 * config.open.ms() {
                 update(shared, &slot_key(config, slot), closed);
             }

@@ -29,7 +29,7 @@ pub struct Plugin {
     pub metrics: MetricIds,
     /// Where its store is.
     pub target: StoreTarget,
-    /// The random state: Retry-After jitter, and concurrency slot ids
+    /// The random state: Retry-After jitter, and concurrency permit ids
     /// (unique across the fleet: seeded from the host's entropy).
     pub rng: Cell<u64>,
     /// The timer period last set.

@@ -1,7 +1,7 @@
 //! The proxy's leases: a fixed number of shared-data slots (shared data
 //! has no delete, so a table keyed by identity would grow forever), each
 //! holding at most one lease. A fingerprint may sit in any of its
-//! `CHOICES` candidate slots, probed in order; a lease goes to the slot
+//! `CHOICES` candidate entries, probed in order; a lease goes to the entry
 //! that holds its fingerprint already, else the first never written (a
 //! slot once written stays so: nothing of that fingerprint lies beyond
 //! one never written), else one whose lease ended. With one slot each, a
@@ -28,17 +28,17 @@ pub enum Spend {
     Drawn(LeaseRecord),
     /// No live lease of this fingerprint here: ask the store.
     NoLease,
-    /// Other workers kept winning the slot: ask the store.
+    /// Other workers kept winning the entry: ask the store.
     Contended,
 }
 
-/// What a fingerprint's candidate slots hold.
+/// What a fingerprint's candidate entries hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Probe {
     /// Its lease, live or not (what it says of the client's pace and of
     /// the limits sizes the next one).
     pub previous: Option<LeaseRecord>,
-    /// Whether a lease granted now would find a slot without pushing out
+    /// Whether a lease granted now would find an entry without pushing out
     /// another client's live lease.
     pub room: bool,
 }
@@ -49,10 +49,10 @@ pub struct LeaseTable<'a, S: SharedData + ?Sized> {
     slots: NonZeroU32,
 }
 
-/// The keys of `fingerprint`'s candidate slots, in probe order, distinct
+/// The keys of `fingerprint`'s candidate entries, in probe order, distinct
 /// (fewer when the table has fewer slots). The fingerprint is already a
 /// hash: each rotation of it picks a slot as if at random.
-fn slot_keys(fingerprint: u64, slots: NonZeroU32) -> impl Iterator<Item = String> {
+fn entry_keys(fingerprint: u64, slots: NonZeroU32) -> impl Iterator<Item = String> {
     let n = u64::from(slots.get());
     let index = move |i: u32| fingerprint.rotate_left(16 * i) % n;
     (0..CHOICES)
@@ -60,7 +60,7 @@ fn slot_keys(fingerprint: u64, slots: NonZeroU32) -> impl Iterator<Item = String
         .map(move |i| format!("ratelimit.lease.{}", index(i)))
 }
 
-/// Whether a slot's lease admits nothing any more at `now_ms`.
+/// Whether an entry's lease admits nothing any more at `now_ms`.
 fn ended(lease: &LeaseRecord, now: Instant) -> bool {
     let now_ms = now.ms();
     lease.expires_at_ms <= now_ms || lease.requests_left == 0
@@ -88,7 +88,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// Draws one request of the live lease of `fingerprint` at `now_ms`,
     /// in one compare-and-swap.
     pub fn draw(&self, fingerprint: u64, now: Instant) -> Spend {
-        for key in slot_keys(fingerprint, self.slots) {
+        for key in entry_keys(fingerprint, self.slots) {
             if let Some(drawn) = self.draw_at(&key, fingerprint, now) {
                 return drawn;
             }
@@ -96,7 +96,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
         Spend::NoLease
     }
 
-    /// `draw` in the slot `key`; `None` when the lease is not there but
+    /// `draw` in the entry `key`; `None` when the lease is not there but
     /// may be in the next candidate.
     fn draw_at(&self, key: &str, fingerprint: u64, now: Instant) -> Option<Spend> {
         let drawn = shared::update(self.shared, key, |bytes| {
@@ -110,7 +110,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
             lease.requests_left -= 1;
             Change::Put(lease.encode(), Some(Spend::Drawn(lease)))
         });
-        // Other workers kept winning the slot: the store decides.
+        // Other workers kept winning the entry: the store decides.
         drawn.unwrap_or(Some(Spend::Contended))
     }
 
@@ -119,14 +119,14 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     /// were counted by the store. The earlier expiry stands: each grant's
     /// units hold until their own end (a token lease's end depends on how
     /// many units are out), so all of them hold until the first; the
-    /// store's newest view of the limits is kept. It goes where `slot_keys` says; when every candidate holds
+    /// store's newest view of the limits is kept. It goes where `entry_keys` says; when every candidate holds
     /// another client's live lease, the one ending first is replaced by a
     /// grant, never by a refusal (a record of no requests).
     pub fn grant(&self, lease: LeaseRecord, now: Instant) {
         let now_ms = now.ms();
         // The slot is chosen afresh on each attempt: not one key's update.
         for _ in 0..CAS_ATTEMPTS {
-            let Some(Slot { key, held }) = self.place(lease.fingerprint, now) else { return };
+            let Some(TableEntry { key, held }) = self.place(lease.fingerprint, now) else { return };
             let (merged, cas) = match held {
                 None => (lease.clone(), None),
                 // A refusal only records the store's view: it never pushes
@@ -161,20 +161,20 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
     }
 
     /// The slot a lease of `fingerprint` goes to.
-    fn place(&self, fingerprint: u64, now: Instant) -> Option<Slot> {
+    fn place(&self, fingerprint: u64, now: Instant) -> Option<TableEntry> {
         // The best slot seen so far and its rank: 0 for one whose lease
         // ended, else the live lease's expiry (the earliest goes).
-        let mut best: Option<(u64, Slot)> = None;
-        for key in slot_keys(fingerprint, self.slots) {
-            let Some((bytes, cas)) = self.shared.get(&key) else { return Some(Slot { key, held: None }) };
+        let mut best: Option<(u64, TableEntry)> = None;
+        for key in entry_keys(fingerprint, self.slots) {
+            let Some((bytes, cas)) = self.shared.get(&key) else { return Some(TableEntry { key, held: None }) };
             let lease = LeaseRecord::decode(&bytes);
             let rank = match &lease {
-                Some(l) if l.fingerprint == fingerprint => return Some(Slot { key, held: Some((lease, cas)) }),
+                Some(l) if l.fingerprint == fingerprint => return Some(TableEntry { key, held: Some((lease, cas)) }),
                 Some(l) if !ended(l, now) => l.expires_at_ms,
                 _ => 0,
             };
             if best.as_ref().is_none_or(|(r, _)| rank < *r) {
-                best = Some((rank, Slot { key, held: Some((lease, cas)) }));
+                best = Some((rank, TableEntry { key, held: Some((lease, cas)) }));
             }
         }
         best.map(|(_, slot)| slot)
@@ -183,7 +183,7 @@ impl<'a, S: SharedData + ?Sized> LeaseTable<'a, S> {
 
 /// A slot of the table: its key and, once written, the lease it holds
 /// (if readable) and its CAS token.
-struct Slot {
+struct TableEntry {
     key: String,
     held: Option<(Option<LeaseRecord>, u32)>,
 }
@@ -242,8 +242,8 @@ mod tests {
         let shared = FakeShared::default();
         let t = LeaseTable::new(&shared, slots(16));
         // 7, 23 and 39 have the same candidates in 16 slots: 7, then 0.
-        assert_eq!(slot_keys(7, slots(16)).collect::<Vec<_>>(), ["ratelimit.lease.7", "ratelimit.lease.0"]);
-        assert!(slot_keys(39, slots(16)).eq(slot_keys(7, slots(16))));
+        assert_eq!(entry_keys(7, slots(16)).collect::<Vec<_>>(), ["ratelimit.lease.7", "ratelimit.lease.0"]);
+        assert!(entry_keys(39, slots(16)).eq(entry_keys(7, slots(16))));
         t.grant(lease(7, 3, NOW + 5_000), Instant::from_ms(NOW));
         assert!(t.probe(23, Instant::from_ms(NOW)).room);
         t.grant(lease(23, 2, NOW + 6_000), Instant::from_ms(NOW));

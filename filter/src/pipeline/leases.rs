@@ -70,7 +70,7 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
         params.max_units = params.max_units.min(lease.max_units);
         params.max_age_ms = params.max_age_ms.min(lease.max_age_ms);
         params.fleet_size = params.fleet_size.max(rule.fleet_size.get());
-        // Leased rules have no concurrency limit: no slot id is drawn.
+        // Leased rules have no concurrency limit: no permit id is drawn.
         plan_limits(&mut limits, r, rule, rule.cost.max_at_request(), identity, 0);
     }
     if limits.is_empty() {

@@ -23,7 +23,7 @@ use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::response::{Headers, LocalReply, PolicyRef, Shown};
 use crate::shared::SharedData;
-use crate::spec::{Mark, Op, SlotId};
+use crate::spec::{Mark, Op, PermitId};
 use crate::store::StoreError;
 use crate::time::Instant;
 
@@ -86,7 +86,7 @@ pub struct Effects {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Taken {
     /// Concurrency permits, to release.
-    pub permits: Vec<Hold>,
+    pub permits: Vec<Permit>,
     /// Reservations, to refund whole.
     pub reservations: Vec<Charge>,
 }
@@ -97,7 +97,7 @@ pub enum Outcome {
     /// Let it through; add these headers to the response, charge these
     /// costs once the response reports them, and hold these concurrency
     /// slots until the stream ends.
-    Continue(Headers, Vec<Charge>, Vec<Hold>),
+    Continue(Headers, Vec<Charge>, Vec<Permit>),
     /// Answer it with this.
     Reply(LocalReply),
 }
@@ -137,11 +137,11 @@ pub struct Reservation {
     pub marks: Vec<(usize, Mark)>,
 }
 
-/// A concurrency slot a stream holds until it ends: in the store (released
+/// A concurrency permit a stream holds until it ends: in the store (released
 /// and renewed there), or, taken while the store failed, in this proxy's
 /// local share.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Hold {
+pub struct Permit {
     /// The rule (index into the configuration's rules).
     pub rule: usize,
     /// Its concurrency limit (index into the rule's limits).
@@ -150,31 +150,31 @@ pub struct Hold {
     pub identity: String,
     /// Its hash slot.
     pub slot: HashSlot,
-    /// The slot's id in the store.
-    pub id: SlotId,
+    /// The permit's id in the store.
+    pub id: PermitId,
     /// The identity's digest (the local share's fingerprint).
     pub digest: IdentityDigest,
     /// Held in the local share, not in the store.
     pub local: bool,
 }
 
-impl Hold {
+impl Permit {
     /// Its limit's entry in the local share.
     pub fn local_share(&self, config: &Config) -> Option<FallbackLimit> {
         let rule = config.rules.get(self.rule)?;
         Some(fallback_limit(rule, rule.limits.get(self.limit)?, &self.digest, 1))
     }
 
-    /// Gives back a slot of the local share (`local`), counted as released.
+    /// Gives back a permit of the local share (`local`), counted as released.
     pub fn release_locally<S, M>(&self, config: &Config, shared: &S, metrics: &M, now: Instant)
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
     {
         if let Some(share) = self.local_share(config) {
-            crate::fallback::release_slot(shared, config.deny_cache.slots, &share, now);
+            crate::fallback::release_permit(shared, config.deny_cache.slots, &share, now);
         }
-        metrics.count(self.rule, Event::SlotReleased);
+        metrics.count(self.rule, Event::PermitReleased);
     }
 }
 
@@ -330,11 +330,11 @@ impl PlannedDecision {
         }
     }
 
-    /// The slots it takes in the store if it is admitted (`local`: or in
+    /// The permits it takes in the store if it is admitted (`local`: or in
     /// the local share, when its store failed).
-    pub fn takes(&self, local: bool) -> impl Iterator<Item = Hold> + '_ {
+    pub fn takes(&self, local: bool) -> impl Iterator<Item = Permit> + '_ {
         self.limits.iter().filter_map(move |l| match l.op {
-            Op::Take(id, _) => Some(Hold {
+            Op::Take(id, _) => Some(Permit {
                 rule: l.rule,
                 limit: l.limit,
                 identity: self.identity.clone(),

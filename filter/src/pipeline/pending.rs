@@ -3,7 +3,7 @@
 
 use super::denial::denial;
 use super::response_fields::response_headers;
-use super::{Charge, Decided, Effects, Env, Hold, Outcome, PlannedDecision, Taken, Verdict};
+use super::{Charge, Decided, Effects, Env, Outcome, Permit, PlannedDecision, Taken, Verdict};
 use crate::config::{Config, FailureMode};
 use crate::metrics::{Event, Metrics};
 use crate::outcome::LimitOutcome;
@@ -122,7 +122,7 @@ impl Pending {
         let worst = denied
             .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
             .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
-        let holds = self.holds(config, &verdicts);
+        let permits = self.permits(config, &verdicts);
         let refusal = match worst {
             Some((r, shown)) => {
                 let all: Vec<Shown> = verdicts
@@ -136,26 +136,26 @@ impl Pending {
         };
         if let Some(reply) = refusal {
             // Refused after all: what the store or the local share gave it goes back.
-            effects.give_back.permits.extend(holds);
+            effects.give_back.permits.extend(permits);
             effects.give_back.reservations = self.reserved_so_far(config);
             return Decided { outcome: Outcome::Reply(reply), effects };
         }
         let charges = self.charges(config, &verdicts);
-        Decided { outcome: Outcome::Continue(response_headers(config, &verdicts, now), charges, holds), effects }
+        Decided { outcome: Outcome::Continue(response_headers(config, &verdicts, now), charges, permits), effects }
     }
 
     /// What the store already gave decisions that answered (and may have
     /// given those whose answer was lost), while others are still out:
     /// what a stream that ends now gives back.
     pub fn taken(&self, config: &Config) -> Taken {
-        let mut permits: Vec<Hold> =
+        let mut permits: Vec<Permit> =
             self.decisions.iter().filter(|d| d.admitted()).flat_map(|d| d.takes(false)).collect();
         permits.extend(self.maybe_taken());
         Taken { permits, reservations: self.reserved_so_far(config) }
     }
 
     /// Permits decisions whose answer was lost may hold.
-    fn maybe_taken(&self) -> Vec<Hold> {
+    fn maybe_taken(&self) -> Vec<Permit> {
         self.decisions
             .iter()
             .filter(|d| matches!(&d.result, Some(Err(e)) if e.may_have_run()))
@@ -171,10 +171,10 @@ impl Pending {
         self.decisions.iter().filter(|d| d.admitted()).filter_map(decided).flatten().collect()
     }
 
-    /// The concurrency slots a request let through holds: each taken in
+    /// The concurrency permits a request let through holds: each taken in
     /// the store by a decision that admitted, or in the local share by a
     /// rule whose store failed and whose fallback admitted.
-    fn holds(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Vec<Hold> {
+    fn permits(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Vec<Permit> {
         let mut out = Vec::new();
         for d in &self.decisions {
             let (local, admitted) = match &d.result {

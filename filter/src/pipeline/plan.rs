@@ -7,13 +7,13 @@ use crate::algorithm::Algorithm;
 use crate::config::{Config, Cost, Counts, Rule};
 use crate::fingerprint::IdentityDigest;
 use crate::shared::SharedData;
-use crate::spec::{Op, SlotId};
+use crate::spec::{Op, PermitId};
 use crate::time::Instant;
 
 /// What the limits of rule `r` do for a request of `cost` (a cost known
 /// after the response is only checked against the reserve now, unless it
 /// is reserved: then `cost` is the request's worst case); a
-/// concurrency limit takes a slot whose id comes from `random`.
+/// concurrency limit takes a permit whose id comes from `random`.
 pub(super) fn plan_limits(
     out: &mut Vec<PlannedLimit>,
     r: usize,
@@ -24,7 +24,7 @@ pub(super) fn plan_limits(
 ) {
     for (i, l) in rule.limits.iter().enumerate() {
         let op = match (l.counts, &rule.cost) {
-            _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i), 0),
+            _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(permit_id(random, r, i), 0),
             (Counts::Requests, _) => Op::Use(1),
             (Counts::Cost, Cost::Response { reservation: None, reserve, .. }) => Op::Check(*reserve),
             // A bucket's reservation: its refund needs the bucket's mark.
@@ -36,7 +36,7 @@ pub(super) fn plan_limits(
     }
 }
 
-/// Each take of a concurrency slot in `limits` also counts the client's
+/// Each take of a concurrency permit in `limits` also counts the client's
 /// streams this proxy admitted from its local share while the store failed
 /// and has not moved into the store yet (a renewal moves them once the
 /// store answers): the store cannot see them, and right after an outage
@@ -58,11 +58,11 @@ pub(super) fn count_local_streams<S: SharedData + ?Sized>(
     }
 }
 
-/// A slot id for limit `i` of rule `r` of a request whose random number is
+/// A permit id for limit `i` of rule `r` of a request whose random number is
 /// `random`: ids of one request differ, and the ids of the fleet's
 /// streams collide no more than random 64-bit numbers do (each VM's
 /// generator is seeded from the host's entropy). Never 0.
-fn slot_id(random: u64, r: usize, i: usize) -> SlotId {
+fn permit_id(random: u64, r: usize, i: usize) -> PermitId {
     let salt = ((r as u64) << 32) ^ (i as u64);
-    SlotId(crate::fingerprint::combine(random, &[salt]).max(1))
+    PermitId(crate::fingerprint::combine(random, &[salt]).max(1))
 }

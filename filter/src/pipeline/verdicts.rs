@@ -49,20 +49,20 @@ impl Pending {
             if consumed {
                 env.metrics.count(r, Event::Allowed);
                 if rule.limits.iter().any(concurrency) {
-                    env.metrics.count(r, Event::SlotTaken);
+                    env.metrics.count(r, Event::PermitTaken);
                 }
             }
             return (Verdict::Allowed(shown), Vec::new());
         }
         if rule.limits.iter().zip(&shown).any(|(l, s)| concurrency(l) && !s.outcome.allowed) {
-            env.metrics.count(r, Event::SlotRefused);
+            env.metrics.count(r, Event::PermitRefused);
         }
         // A cost the caller names differs per request: a denial of one
         // cost says nothing of the next request's.
         let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
         let mut denials = Vec::new();
         if config.deny_cache.enabled && cacheable {
-            // A concurrency denial is never cached: a slot frees whenever a
+            // A concurrency denial is never cached: a permit frees whenever a
             // stream ends, and the next request must see it. Nor is a
             // reservation's (see `refunds_may_undo`).
             let cached = |l: &&crate::config::Limit| !concurrency(l) && !refunds_may_undo(rule, l);
@@ -117,7 +117,7 @@ impl Pending {
         if shown.iter().all(|s| s.outcome.allowed) {
             env.metrics.count(r, Event::FallbackAllowed);
             if rule.limits.iter().any(|l| l.spec.algorithm == Algorithm::Concurrency) {
-                env.metrics.count(r, Event::SlotTakenLocally);
+                env.metrics.count(r, Event::PermitTakenLocally);
             }
             Verdict::Allowed(shown)
         } else {

@@ -122,9 +122,9 @@ impl ScriptCall {
                 shape.push((index + 1).to_string());
                 shape.push(l.op.code().to_string());
                 shape.push(l.op.amount().to_string());
-                // The offset argument: a concurrency slot's id, a refund's
+                // The offset argument: a concurrency permit's id, a refund's
                 // mark, or the offset.
-                shape.push(match (l.op.slot_id(), l.op.mark()) {
+                shape.push(match (l.op.permit_id(), l.op.mark()) {
                     (Some(id), _) => id.0.to_string(),
                     (_, Some(m)) => format!("{}:{}", m.born_ms, m.count),
                     _ => l.offset_ms.unwrap_or(0).to_string(),
@@ -223,9 +223,9 @@ struct Bounds {
     longest_ms: u64,
     /// A use or check of more than the capacity: always denied, retry -1.
     never_fits: bool,
-    /// A slot's release or renewal: retry 0, and allowed says whether the
-    /// slot was still held.
-    slot_kept: bool,
+    /// A permit's release or renewal: retry 0, and allowed says whether the
+    /// permit was still held.
+    never_refused: bool,
     /// A bucket's reservation: admitted, it says its lead after (at most
     /// this tolerance), born and count (see `Mark::of`).
     marked: Option<u64>,
@@ -246,10 +246,10 @@ impl Bounds {
         };
         let longest_ms = longest.min(TOP);
         let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. }) && op.amount() > capacity;
-        // A refund is reported as 1 0 0 0, like a kept slot.
-        let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
+        // A refund is reported as 1 0 0 0, like a kept permit.
+        let never_refused = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
         let marked = matches!(op, Op::Reserve(_)).then(|| spec.burst.saturating_mul(spec.window_ms));
-        Bounds { capacity, longest_ms, never_fits, slot_kept, marked }
+        Bounds { capacity, longest_ms, never_fits, never_refused, marked }
     }
 
     /// The outcome if `values` are possible: allowed exactly when the
@@ -262,7 +262,7 @@ impl Bounds {
             return fits.then_some(d);
         }
         let retry_ok = match d.retry_after_ms {
-            _ if self.slot_kept => d.retry_after_ms == Some(0),
+            _ if self.never_refused => d.retry_after_ms == Some(0),
             None => self.never_fits && !d.allowed,
             Some(0) => d.allowed && !self.never_fits,
             Some(ms) => !d.allowed && !self.never_fits && ms <= self.longest_ms,

@@ -51,8 +51,8 @@ impl Worker {
                 Some((limits, &a.identity, a.slot))
             }
             Job::Permit(c) => {
-                let limits = call(c.hold.rule, c.hold.limit, c.op, None).into_iter().collect();
-                Some((limits, &c.hold.identity, c.hold.slot))
+                let limits = call(c.permit.rule, c.permit.limit, c.op, None).into_iter().collect();
+                Some((limits, &c.permit.identity, c.permit.slot))
             }
             Job::Orphan(_) => None,
         }
@@ -79,7 +79,7 @@ impl Worker {
     pub(super) fn fill(&self) -> Fill {
         Fill {
             max_decisions: self.config.store.batching.max_decisions.get() as usize,
-            one_slot: self.config.store.redis_cluster,
+            one_hash_slot: self.config.store.redis_cluster,
             max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
         }
     }
@@ -140,11 +140,11 @@ impl Worker {
         }
     }
 
-    /// How long a decision may wait for a call slot before it goes in a
-    /// call of its own anyway: a quarter of the store timeout, so that a
-    /// store that stalls every call in flight holds a queued decision for
-    /// well under two timeouts (calls to a healthy store take a few ms: a
-    /// slot frees up long before).
+    /// How long a decision may wait for room among the calls in flight
+    /// before it goes in a call of its own anyway: a quarter of the store
+    /// timeout, so that a store that stalls every call in flight holds a
+    /// queued decision for well under two timeouts (calls to a healthy
+    /// store take a few ms: room frees up long before).
     pub(super) fn max_wait_ms(&self) -> u64 {
         (self.config.store.timeout.ms() / 4).max(MIN_TICK_MS)
     }
@@ -172,7 +172,7 @@ impl Worker {
     }
 
     /// The call carrying `batch` at `now` (decisions whose stream or
-    /// charge is gone are left out); its slots are its owners'.
+    /// charge is gone are left out); its hash slots are its owners'.
     pub(super) fn flight(&self, batch: &[Queued], now: Instant) -> Option<Flight> {
         let mut jobs = Vec::with_capacity(batch.len());
         let mut slots: Vec<HashSlot> = Vec::with_capacity(batch.len());

@@ -126,11 +126,11 @@ impl Worker {
         let returned = cb == Callback::Request(id);
         let may_act = returned || cb.stream() == Some(id) || !self.pinned;
         match outcome {
-            Outcome::Continue(headers, charges, holds) => {
+            Outcome::Continue(headers, charges, permits) => {
                 let now = host.now();
                 stream.headers = headers;
                 stream.usage = charges.into_iter().map(UsageWatch::new).collect();
-                stream.permits = holds.into_iter().map(|h| HeldPermit::new(h, now)).collect();
+                stream.permits = permits.into_iter().map(|h| HeldPermit::new(h, now)).collect();
                 if stream.done() {
                     self.streams.remove(&id);
                 }

@@ -9,7 +9,7 @@ use super::charges::PendingCharge;
 use super::leases::LeaseAsk;
 use super::permits::PermitCall;
 use crate::id_map::IdMap;
-use crate::pipeline::{Hold, PlannedDecision};
+use crate::pipeline::{Permit, PlannedDecision};
 use crate::time::Instant;
 
 /// A job's id: never reused while the worker lives.
@@ -36,7 +36,7 @@ pub(super) enum Job {
 pub(super) struct Orphan {
     /// Permits: released (also when the answer was lost: the script may
     /// have run, and releasing a permit never taken changes nothing).
-    pub(super) permits: Vec<Hold>,
+    pub(super) permits: Vec<Permit>,
     /// A decision that reserves, and the clock its call decides on: its
     /// reservations are refunded whole, only when the store surely took
     /// them, with the marks its answer gives.

@@ -21,7 +21,7 @@ use crate::config::{Config, Limit};
 use crate::fallback;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::Hold;
+use crate::pipeline::Permit;
 use crate::spec::Op;
 use crate::store::StoreError;
 use crate::time::Instant;
@@ -29,7 +29,7 @@ use crate::time::Instant;
 /// A permit a live stream holds.
 #[derive(Debug)]
 pub(super) struct HeldPermit {
-    pub(super) hold: Hold,
+    pub(super) permit: Permit,
     /// When it was taken or last renewed (the proxy's clock).
     renewed: Instant,
     /// Its renewal on its way to the store.
@@ -37,15 +37,15 @@ pub(super) struct HeldPermit {
 }
 
 impl HeldPermit {
-    pub(super) fn new(hold: Hold, now: Instant) -> HeldPermit {
-        HeldPermit { hold, renewed: now, renewal: None }
+    pub(super) fn new(permit: Permit, now: Instant) -> HeldPermit {
+        HeldPermit { permit, renewed: now, renewal: None }
     }
 }
 
 /// A release or renewal on its way to the store.
 #[derive(Debug)]
 pub(super) struct PermitCall {
-    pub(super) hold: Hold,
+    pub(super) permit: Permit,
     /// `Op::Release` or `Op::Renew`.
     pub(super) op: Op,
     /// The stream a renewal is for.
@@ -76,25 +76,25 @@ impl Worker {
     /// Releases one permit: in the local share at once, in the store by a
     /// release call; while `renewal` is on its way, once it comes back
     /// (it could otherwise take the permit again after the release).
-    pub(super) fn end_permit<H: Host>(&mut self, host: &H, hold: Hold, renewal: Option<JobId>) {
+    pub(super) fn end_permit<H: Host>(&mut self, host: &H, permit: Permit, renewal: Option<JobId>) {
         let now = host.now();
         let renewing = renewal.and_then(|job| match self.jobs.get_mut(job) {
             Some(Job::Permit(call)) => Some(call),
             _ => None,
         });
-        if hold.local {
-            hold.release_locally(&self.config, host, host, now);
+        if permit.local {
+            permit.release_locally(&self.config, host, host, now);
         }
         if let Some(call) = renewing {
             // On its way into the store, or renewed there: released once back.
             call.then_release = true;
             return;
         }
-        if !hold.local {
-            let op = Op::Release(hold.id);
+        if !permit.local {
+            let op = Op::Release(permit.id);
             self.queue_permit_call(
                 host,
-                PermitCall { hold, op, stream: None, then_release: false, moving: false },
+                PermitCall { permit, op, stream: None, then_release: false, moving: false },
                 now,
             );
         }
@@ -105,22 +105,22 @@ impl Worker {
         let mut due = Vec::new();
         for (&stream, state) in self.streams.iter_mut() {
             for (i, held) in state.permits.iter_mut().enumerate().filter(|(_, h)| h.renewal.is_none()) {
-                let Some(limit) = self.config.rules.get(held.hold.rule).and_then(|r| r.limits.get(held.hold.limit))
+                let Some(limit) = self.config.rules.get(held.permit.rule).and_then(|r| r.limits.get(held.permit.limit))
                 else {
                     continue;
                 };
                 if now.since(held.renewed) < renew_every_ms(limit) {
                     continue;
                 }
-                let moving = held.hold.local;
+                let moving = held.permit.local;
                 if moving {
-                    if let Some(l) = held.hold.local_share(&self.config) {
-                        fallback::renew_slot(host, self.config.deny_cache.slots, &l, now);
+                    if let Some(l) = held.permit.local_share(&self.config) {
+                        fallback::renew_permit(host, self.config.deny_cache.slots, &l, now);
                     }
                     held.renewed = now;
                 }
-                let (hold, op) = (held.hold.clone(), Op::Renew(held.hold.id));
-                due.push((stream, i, PermitCall { hold, op, stream: Some(stream), then_release: false, moving }));
+                let (permit, op) = (held.permit.clone(), Op::Renew(held.permit.id));
+                due.push((stream, i, PermitCall { permit, op, stream: Some(stream), then_release: false, moving }));
             }
         }
         for (stream, i, call) in due {
@@ -156,19 +156,19 @@ impl Worker {
         }
         let held_on = result.as_ref().map(|outcomes| outcomes.iter().all(|o| o.allowed));
         let event = match (held_on, call.op) {
-            (Ok(true), Op::Release(_)) => Some(Event::SlotReleased),
+            (Ok(true), Op::Release(_)) => Some(Event::PermitReleased),
             // Renewed: nothing to count, the permit held on.
             (Ok(true), _) => None,
-            (Ok(false), _) => Some(Event::SlotExpired),
-            (Err(_), _) => Some(Event::SlotStoreFailed),
+            (Ok(false), _) => Some(Event::PermitExpired),
+            (Err(_), _) => Some(Event::PermitStoreFailed),
         };
         if let Some(event) = event {
-            host.count(call.hold.rule, event);
+            host.count(call.permit.rule, event);
         }
         if call.then_release {
-            return self.end_permit(host, call.hold, None);
+            return self.end_permit(host, call.permit, None);
         }
-        let Some(held) = self.held(call.stream, &call.hold) else { return };
+        let Some(held) = self.held(call.stream, &call.permit) else { return };
         held.renewal = None;
         if result.is_ok() {
             held.renewed = at;
@@ -176,8 +176,8 @@ impl Worker {
     }
 
     /// Stream `stream`'s held permit `hold`, if it still holds it.
-    fn held(&mut self, stream: Option<u32>, hold: &Hold) -> Option<&mut HeldPermit> {
-        self.streams.get_mut(&stream?)?.permits.iter_mut().find(|h| h.hold == *hold)
+    fn held(&mut self, stream: Option<u32>, permit: &Permit) -> Option<&mut HeldPermit> {
+        self.streams.get_mut(&stream?)?.permits.iter_mut().find(|h| h.permit == *permit)
     }
 
     /// A local permit's renewal in the store came back: taken there
@@ -186,7 +186,7 @@ impl Worker {
     /// already given back) releases it from the store. Not taken: it stays
     /// local, offered again on its next renewal.
     fn settle_move<H: Host>(&mut self, host: &H, call: PermitCall, in_store: bool, at: Instant) {
-        let stored = Hold { local: false, ..call.hold.clone() };
+        let stored = Permit { local: false, ..call.permit.clone() };
         if call.then_release {
             if in_store {
                 self.end_permit(host, stored, None);
@@ -197,7 +197,7 @@ impl Worker {
         let Some(held) = self
             .streams
             .get_mut(&call.stream.unwrap_or(u32::MAX))
-            .and_then(|s| s.permits.iter_mut().find(|h| h.hold == call.hold))
+            .and_then(|s| s.permits.iter_mut().find(|h| h.permit == call.permit))
         else {
             return;
         };
@@ -205,10 +205,10 @@ impl Worker {
         if !in_store {
             return;
         }
-        if let Some(l) = call.hold.local_share(config) {
-            fallback::release_slot(host, config.deny_cache.slots, &l, at);
+        if let Some(l) = call.permit.local_share(config) {
+            fallback::release_permit(host, config.deny_cache.slots, &l, at);
         }
-        held.hold = stored;
+        held.permit = stored;
         held.renewed = at;
     }
 }

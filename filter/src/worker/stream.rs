@@ -110,8 +110,8 @@ impl Worker {
             }
             // Decided but never carried out: what its outcome holds goes back too.
             Phase::Decided(Decided { outcome, mut effects }) => {
-                if let Outcome::Continue(_, charges, holds) = outcome {
-                    effects.give_back.permits.extend(holds);
+                if let Outcome::Continue(_, charges, permits) = outcome {
+                    effects.give_back.permits.extend(permits);
                     effects.give_back.reservations.extend(charges.into_iter().filter(|c| c.reservation.is_some()));
                 }
                 effects.give_back
@@ -123,7 +123,7 @@ impl Worker {
             self.submit_charge(host, watch.charge, reported, stream.request_bytes);
         }
         for held in stream.permits {
-            self.end_permit(host, held.hold, held.renewal);
+            self.end_permit(host, held.permit, held.renewal);
         }
         self.return_taken(host, taken);
     }
@@ -132,8 +132,8 @@ impl Worker {
     /// its permits released (`end_permit`), its reservations refunded
     /// whole (`refund_whole`). Every stream end, refusal and orphan comes here.
     pub(super) fn return_taken<H: Host>(&mut self, host: &H, taken: Taken) {
-        for hold in taken.permits {
-            self.end_permit(host, hold, None);
+        for permit in taken.permits {
+            self.end_permit(host, permit, None);
         }
         for reservation in taken.reservations {
             self.refund_whole(host, reservation);

@@ -4,7 +4,7 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, Mark, Op, SlotId};
+use ratelimit::spec::{DecisionCall, Mark, Op, PermitId};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
@@ -154,13 +154,13 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
         refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
-    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(SlotId(7)))]);
+    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(PermitId(7)))]);
     assert!(release_fw.contains("ratelimit: shape 1 limit 1: r applies to cc only"), "{release_fw}");
-    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(SlotId(7)))]);
+    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(PermitId(7)))]);
     assert!(renew_fw.contains("ratelimit: shape 1 limit 1: n applies to cc only"), "{renew_fw}");
     let charge_cc = refuse(&mut f, &[limit(cc, Op::Charge(1))]);
     assert!(charge_cc.contains("ratelimit: shape 1 limit 1: g is impossible on cc"), "{charge_cc}");
-    let mixed = refuse(&mut f, &[limit(cc, Op::Take(SlotId(7), 0)), limit(fw, Op::Charge(1))]);
+    let mixed = refuse(&mut f, &[limit(cc, Op::Take(PermitId(7), 0)), limit(fw, Op::Charge(1))]);
     assert!(
         mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
         "{mixed}"
@@ -175,7 +175,7 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
         let mut call = ScriptCall::new(
             "t",
             Instant::from_ms(T0),
-            &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(SlotId(9), 0))] }],
+            &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(PermitId(9), 0))] }],
         );
         let at = call.args.iter().rposition(|a| a == "9").unwrap();
         call.args[at] = bad.to_string();

@@ -56,7 +56,7 @@ impl Host for FakeHost {
         Instant::from_ms(self.now.get())
     }
     fn random(&self) -> u64 {
-        // A new number per request: concurrency slot ids differ.
+        // A new number per request: concurrency permit ids differ.
         self.random.set(self.random.get() + 1);
         self.random.get()
     }
@@ -233,7 +233,7 @@ fn a_cluster_call_carries_decisions_of_one_slot_only() {
     );
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(host.decisions_in(1), 2);
-    assert!(!host.body(1).contains(&tag("b")), "a's call holds no key of b");
+    assert!(!host.body(1).contains(&tag("b")), "a's call permits no key of b");
     w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
     assert_eq!(host.decisions_in(2), 2);
     assert!(!host.body(2).contains(&tag("a")));
