@@ -38,10 +38,10 @@ enum Group {
     Decide(Box<PlannedDecision>, Vec<(usize, Verdict)>),
 }
 
-/// Starts evaluating a request. `clock` (ms since the epoch) is read once,
+/// Starts evaluating a request. `clock` is read once,
 /// and only if a rule applies: a request no rule matches costs no clock
 /// hostcall.
-pub fn begin<R, S, M>(env: &Env<'_, S, M>, source: &R, clock: impl Fn() -> u64, claims: &mut dyn Claims) -> Start
+pub fn begin<R, S, M>(env: &Env<'_, S, M>, source: &R, clock: impl Fn() -> Instant, claims: &mut dyn Claims) -> Start
 where
     R: RequestSource + ?Sized,
     S: SharedData + ?Sized,
@@ -54,7 +54,7 @@ where
 pub fn begin_request<R, S, M>(
     env: &Env<'_, S, M>,
     req: &Request<'_, R>,
-    clock: impl Fn() -> u64,
+    clock: impl Fn() -> Instant,
     claims: &mut dyn Claims,
 ) -> Start
 where
@@ -65,7 +65,7 @@ where
     let read_once = OnceCell::new();
     let now = || *read_once.get_or_init(&clock);
     if req.headers().is_unreadable() {
-        return Start::Done(unreadable::outcome(env, Instant::from_ms(now())));
+        return Start::Done(unreadable::outcome(env, now()));
     }
     let mut decisions = Vec::new();
     let mut known = Vec::new();
@@ -83,9 +83,9 @@ where
     if decisions.is_empty() && known.is_empty() {
         return Start::Done(Decided::pass());
     }
-    let mut pending = Pending::new(Instant::from_ms(now()), decisions, known);
+    let mut pending = Pending::new(now(), decisions, known);
     for d in &mut pending.decisions {
-        if claims.gate(d.slot, Instant::from_ms(now())) == Gate::Open {
+        if claims.gate(d.slot, now()) == Gate::Open {
             d.result = Some(Err(StoreError::BreakerOpen));
         }
     }
@@ -101,7 +101,7 @@ fn plan_group<R, S, M>(
     env: &Env<'_, S, M>,
     req: &Request<'_, R>,
     group: &KeyGroup,
-    now: &dyn Fn() -> u64,
+    now: &dyn Fn() -> Instant,
     claims: &mut dyn Claims,
 ) -> Result<Group, Box<Decided>>
 where
@@ -115,8 +115,8 @@ where
     let Some(who) = identify(env, req, group, first)? else { return Ok(Group::Skip) };
     let lease = candidate_for(config, &matched, &who.digest);
     if let Some(c) = &lease {
-        if let Some(record) = claims.draw(c, Instant::from_ms(now())) {
-            return Ok(Group::Known(drawn(env, &matched, c, &record, who.partition, Instant::from_ms(now()))));
+        if let Some(record) = claims.draw(c, now()) {
+            return Ok(Group::Known(drawn(env, &matched, c, &record, who.partition, now())));
         }
     }
     let cache = DenyCache::new(env.shared, config.deny_cache.slots);
@@ -125,28 +125,19 @@ where
     for &r in &matched {
         let rule = &config.rules[r];
         let Some(cost) = cost_of(env, req, r)? else { continue };
-        let cached = config
-            .deny_cache
-            .enabled
-            .then(|| cached_denial(&cache, r, rule, &who.digest, who.partition, Instant::from_ms(now())));
+        let cached =
+            config.deny_cache.enabled.then(|| cached_denial(&cache, r, rule, &who.digest, who.partition, now()));
         if let Some(shown) = cached.flatten() {
             env.metrics.count(r, Event::DenyCacheHit);
             if !rule.shadow {
                 env.metrics.count(r, Event::Denied);
-                return Err(Box::new(Decided::reply(denial(
-                    config,
-                    r,
-                    &shown,
-                    &[shown],
-                    Instant::from_ms(now()),
-                    env.random,
-                ))));
+                return Err(Box::new(Decided::reply(denial(config, r, &shown, &[shown], now(), env.random))));
             }
             env.metrics.count(r, Event::ShadowDenied);
             known.push((r, Verdict::Denied(vec![shown])));
             continue;
         }
-        d.plan_rule(env, r, cost, Instant::from_ms(now()));
+        d.plan_rule(env, r, cost, now());
     }
     if d.rules.is_empty() {
         return Ok(if known.is_empty() { Group::Skip } else { Group::Known(known) });

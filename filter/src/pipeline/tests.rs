@@ -76,7 +76,7 @@ impl World {
     /// `begin` at `now`, every client hot (each reads the lease table).
     fn begin_at(&self, req: &FakeRequest, now: u64) -> Began {
         let mut claims = TestClaims { shared: &self.shared, config: &self.config };
-        match begin(&self.env(), req, || now, &mut claims) {
+        match begin(&self.env(), req, || Instant::from_ms(now), &mut claims) {
             Start::Done(d) => Began::Done(self.applied(d)),
             Start::Wait(p) => Began::Wait(p),
         }

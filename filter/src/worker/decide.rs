@@ -35,7 +35,7 @@ impl Worker {
     ) {
         // The instant read above: one clock hostcall a request.
         let mut claims = WorkerClaims { host, config: &self.config, heat: &mut self.leases.heat };
-        let start = begin_request(&Self::env(&self.config, host), req, || now.ms(), &mut claims);
+        let start = begin_request(&Self::env(&self.config, host), req, || now, &mut claims);
         self.ask_for_identity_encoding(host, req);
         let pending = match start {
             Start::Done(decided) => return self.decided(host, stream, decided, now),

@@ -54,7 +54,7 @@ impl World {
             }
             d.outcome
         };
-        match begin(&env, &req, || NOW, &mut NoClaims) {
+        match begin(&env, &req, || crate::time::Instant::from_ms(NOW), &mut NoClaims) {
             Start::Done(d) => applied(d),
             Start::Wait(mut p) => {
                 let mut out = None;
