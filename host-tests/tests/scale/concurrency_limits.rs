@@ -136,9 +136,14 @@ impl Proxies {
 
     /// Waits until `cond` holds; fails after `SOON` saying `what`.
     fn wait(&self, what: &str, cond: impl Fn() -> bool) {
+        self.wait_saying(|| what.to_string(), cond);
+    }
+
+    /// `wait`, its failure saying what `what` tells then.
+    fn wait_saying(&self, what: impl Fn() -> String, cond: impl Fn() -> bool) {
         let deadline = Instant::now() + SOON;
         while !cond() {
-            assert!(Instant::now() < deadline, "{what}: not within {SOON:?}");
+            assert!(Instant::now() < deadline, "{}: not within {SOON:?}", what());
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -238,11 +243,7 @@ fn three_proxies_hold_a_client_to_its_limit_and_each_way_a_stream_ends_frees_its
             let errors = f.stat("slot_store_errors");
             format!("proxy {p}: the refused request's slot released ({t} taken, {r} released, {errors} store errors, ZCARD {})", f.zcard("u"))
         };
-        let deadline = Instant::now() + SOON;
-        while f.stat("slots_released") - released != f.stat("slots_taken") - taken {
-            assert!(Instant::now() < deadline, "{}: not within {SOON:?}", what());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        f.wait_saying(what, || f.stat("slots_released") - released == f.stat("slots_taken") - taken);
         assert_eq!(f.zcard("u"), 4);
     }
     eprintln!("requests refused by gate took {} slots", f.stat("slots_taken") - taken);
