@@ -37,6 +37,8 @@ pub mod script;
 pub mod sdk;
 pub mod stack;
 pub mod store_acl;
+pub mod store_clock;
+pub mod store_decisions;
 pub mod test_server;
 pub mod wasm_host;
 pub mod webdis;

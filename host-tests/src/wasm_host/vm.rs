@@ -102,6 +102,8 @@ pub struct VmState {
     pub callback: Option<Callback>,
     /// The request body (buffer type 0), during `proxy_on_request_body`.
     pub request_body: Option<Vec<u8>>,
+    /// The response body's chunk (buffer type 1), during `proxy_on_response_body`.
+    pub response_body: Option<Vec<u8>>,
     /// Next HTTP-call token: 4, 8, 12, ... (≡ 0 mod 4).
     pub next_http_token: u32,
     /// Next Redis-call token: 3, 7, 11, ... (≡ 3 mod 4).
@@ -165,6 +167,7 @@ impl Vm {
             streams: BTreeMap::new(),
             callback: None,
             request_body: None,
+            response_body: None,
             next_http_token: 4,
             next_redis_token: 3,
             redis_inits: Vec::new(),

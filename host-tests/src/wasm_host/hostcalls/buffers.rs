@@ -1,6 +1,7 @@
 //! `proxy_get_buffer_bytes`, as proxy-wasm-cpp-host and Envoy serve it: the
 //! plugin configuration (7) during `proxy_on_configure` only, the request
-//! body (0) during `proxy_on_request_body` only, an HTTP-call
+//! body (0) during `proxy_on_request_body` only, the response body's
+//! chunk (1) during `proxy_on_response_body` only, an HTTP-call
 //! response body (4) and a Redis reply (9, Higress) during their callback
 //! only. A buffer that does not exist now is NotFound; the range is cut to
 //! the buffer; an empty range writes a null pointer and size 0.
@@ -23,6 +24,7 @@ fn buffer(state: &VmState, kind: i32) -> Result<&[u8], i32> {
         (REDIS_CALL_RESPONSE, Some(Callback::Redis { bytes, .. })) => Ok(bytes),
         (7, _) if state.configuring => Ok(&state.plugin_config),
         (0, _) if state.request_body.is_some() => Ok(state.request_body.as_deref().unwrap_or_default()),
+        (1, _) if state.response_body.is_some() => Ok(state.response_body.as_deref().unwrap_or_default()),
         // Stream bodies, network data, gRPC, VM configuration, call data:
         // Envoy hands an empty buffer.
         (0..=3 | 5 | 6 | 8, _) => Ok(&[]),
