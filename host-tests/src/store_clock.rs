@@ -10,8 +10,8 @@
 //! the wall clock is faked: the event loop's monotonic timers keep real
 //! time, so the server goes on answering while the test holds its clock.
 
-use std::path::{Path, PathBuf};
 use crate::process::TempDir;
+use std::path::{Path, PathBuf};
 
 /// The two libraries preloaded, in order.
 const PRELOAD: [&str; 2] = ["libmimalloc.so.2.0", "faketime/libfaketime.so.1"];
@@ -81,12 +81,15 @@ fn library(name: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name} is not installed (Debian faketime, libmimalloc2.0): run `make setup` first"))
 }
 
-/// `YYYY-MM-DD hh:mm:ss.mmm` in UTC, as libfaketime reads an absolute instant.
+/// `YYYY-MM-DD hh:mm:ss.mmm500` in UTC, as libfaketime reads an absolute
+/// instant: half a millisecond in, since libfaketime reads the fraction
+/// through a double (`.779` at 2023-11-14 22:18:06 reads as 778999 µs,
+/// a millisecond early for a script that floors `TIME` to milliseconds).
 pub fn timestamp(ms: u64) -> String {
     let (days, of_day) = (ms / 86_400_000, ms % 86_400_000);
     let (y, m, d) = civil(days as i64);
     let (h, min, s, milli) = (of_day / 3_600_000, of_day / 60_000 % 60, of_day / 1000 % 60, of_day % 1000);
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{s:02}.{milli:03}")
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{s:02}.{milli:03}500")
 }
 
 /// The civil date of `days` since 1970-01-01 (Howard Hinnant's algorithm).
@@ -109,8 +112,8 @@ mod tests {
 
     #[test]
     fn timestamps_are_utc_to_the_millisecond() {
-        assert_eq!(timestamp(0), "1970-01-01 00:00:00.000");
-        assert_eq!(timestamp(1_700_000_000_250), "2023-11-14 22:13:20.250");
-        assert_eq!(timestamp(951_782_400_000 + 86_399_999), "2000-02-29 23:59:59.999");
+        assert_eq!(timestamp(0), "1970-01-01 00:00:00.000500");
+        assert_eq!(timestamp(1_700_000_000_250), "2023-11-14 22:13:20.250500");
+        assert_eq!(timestamp(951_782_400_000 + 86_399_999), "2000-02-29 23:59:59.999500");
     }
 }

@@ -37,7 +37,10 @@ impl StoredDecision {
 
     /// Its limits as the model takes them.
     pub fn limit_calls(&self) -> Vec<LimitCall<'_>> {
-        self.limits.iter().map(|l| LimitCall { rule: &l.rule, spec: l.spec, op: l.op, offset_ms: l.offset_ms }).collect()
+        self.limits
+            .iter()
+            .map(|l| LimitCall { rule: &l.rule, spec: l.spec, op: l.op, offset_ms: l.offset_ms })
+            .collect()
     }
 
     /// The decision as the model takes it, over `limits` (`limit_calls`).

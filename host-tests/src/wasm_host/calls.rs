@@ -227,7 +227,14 @@ impl Default for Calls {
 impl Calls {
     /// No calls yet; `keep_history`: whether calls done are kept for `all`.
     pub fn new(keep_history: bool) -> Calls {
-        Calls { next_id: 0, pending: BTreeMap::new(), done: Vec::new(), keep_history, journal: None, answers: Vec::new() }
+        Calls {
+            next_id: 0,
+            pending: BTreeMap::new(),
+            done: Vec::new(),
+            keep_history,
+            journal: None,
+            answers: Vec::new(),
+        }
     }
 
     /// From now on, keeps each call dispatched until `take_dispatched`.

@@ -38,7 +38,10 @@ pub fn body(shape: u64, usage: u64) -> Body {
                 DONE.into(),
             ],
         },
-        _ => Body { content_type: "text/event-stream", chunks: vec![DELTA.into(), DELTA.into(), DELTA.into(), DONE.into()] },
+        _ => Body {
+            content_type: "text/event-stream",
+            chunks: vec![DELTA.into(), DELTA.into(), DELTA.into(), DONE.into()],
+        },
     }
 }
 

@@ -148,7 +148,11 @@ fn seen(world: &World, rule: usize, user: usize, limit: usize, epoch: u32) -> Ve
 /// expires on the store's clock), so one more limit may be admitted.
 fn stepped_back(world: &World, window_ms: u64, offset_ms: u64) -> Vec<u64> {
     let w = window_ms.max(1);
-    world.wall_backs.iter().flat_map(|&(_, wall, ms)| ((wall - ms + offset_ms) / w)..=((wall + offset_ms) / w)).collect()
+    world
+        .wall_backs
+        .iter()
+        .flat_map(|&(_, wall, ms)| ((wall - ms + offset_ms) / w)..=((wall + offset_ms) / w))
+        .collect()
 }
 
 /// After every step: the upper bounds, streams in flight, shared memory, traps.
@@ -160,12 +164,24 @@ pub fn after_step(world: &mut World) -> Result<(), String> {
         }
     }
     world.count("no_trap");
+    // The breakers: the store's, and one per Redis Cluster hash slot of a
+    // client the schedule sent (docs/failures.md), not within the slots.
+    let hash_slots: Vec<String> = (0..world.rules.len())
+        .flat_map(|r| (0..crate::schedule::USERS).map(move |u| (r, u)))
+        .map(|(r, u)| ratelimit::keys::cluster_slot(&world.identity_of(u, r)).to_string())
+        .collect();
     for host in &world.hosts {
         let keys = host.shared_keys();
-        for table in ["ratelimit.lease.", "ratelimit.deny.", "ratelimit.fallback.", "ratelimit.breaker."] {
+        for table in ["ratelimit.lease.", "ratelimit.deny.", "ratelimit.fallback."] {
             let n = keys.iter().filter(|k| k.starts_with(table)).count();
             if n > world.rules.slots {
                 return Err(format!("memory.shared: {n} keys of {table}*, {} slots", world.rules.slots));
+            }
+        }
+        for key in keys.iter().filter_map(|k| k.strip_prefix("ratelimit.breaker.")) {
+            let slot = key.split('@').next().unwrap_or(key);
+            if !hash_slots.iter().any(|s| s == slot) {
+                return Err(format!("memory.shared: a breaker for hash slot {slot}, of no client"));
             }
         }
     }
@@ -202,7 +218,12 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
         let name = if reserved { "reserved.never_over" } else { exact_name(spec.algorithm) };
         // Reservations taken before a flush may give back into the counts after it.
         let slack: u64 = if reserved && epoch > 0 {
-            world.streams.iter().filter(|t| t.rule == rule && t.user == user && t.epoch < epoch).map(|t| t.reserved).sum()
+            world
+                .streams
+                .iter()
+                .filter(|t| t.rule == rule && t.user == user && t.epoch < epoch)
+                .map(|t| t.reserved)
+                .sum()
         } else {
             0
         };
@@ -251,10 +272,7 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
                 for (k, u) in points.iter().enumerate() {
                     let n = in_log_window(&points[..=k], spec.window_ms, u.at);
                     if n > spec.limit {
-                        return Err(format!(
-                            "{name}: {n} admitted within {} ms, limit {}",
-                            spec.window_ms, spec.limit
-                        ));
+                        return Err(format!("{name}: {n} admitted within {} ms, limit {}", spec.window_ms, spec.limit));
                     }
                 }
             }
@@ -339,13 +357,24 @@ fn fallback_share(world: &mut World) -> Result<(), String> {
         .filter(|&r| {
             matches!(
                 world.rules.get(r).kind,
-                Kind::SlotsOpen | Kind::FailOpen | Kind::ChargedHeader | Kind::ChargedBody | Kind::Reserved | Kind::ReservedBody
+                Kind::SlotsOpen
+                    | Kind::FailOpen
+                    | Kind::ChargedHeader
+                    | Kind::ChargedBody
+                    | Kind::Reserved
+                    | Kind::ReservedBody
             )
         })
         .flat_map(|r| (0..crate::schedule::USERS).map(move |u| (r, u)))
         .flat_map(|(r, u)| {
             let id = IdentityDigest::of(&world.identity_of(u, r));
-            world.rules.get(r).fingerprints.iter().map(move |fp| (r, u, entry_fingerprint(*fp, &id) % slots)).collect::<Vec<_>>()
+            world
+                .rules
+                .get(r)
+                .fingerprints
+                .iter()
+                .map(move |fp| (r, u, entry_fingerprint(*fp, &id) % slots))
+                .collect::<Vec<_>>()
         })
         .collect();
     for user in 0..crate::schedule::USERS {
@@ -501,28 +530,34 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
     let (proxy, user, rule, wall) = (t.proxy, t.user, t.rule, t.begun_wall);
     let r = world.rules.get(rule).clone();
     world.count("deny_cache.sound");
-    // The store's refusals on this proxy that a cache entry can come from.
-    let until = world
-        .streams
-        .iter()
-        .filter(|s| s.proxy == proxy && s.user == user && s.rule == rule && s.by_store() && !s.cached)
-        .filter_map(|s| {
-            let Some(State::Replied(reply)) = &s.verdict else { return None };
-            let retry = match s.decisions.first().and_then(|d| d.model.as_ref()) {
-                Some(m) => m.iter().filter(|o| !o.allowed).filter_map(|o| o.retry_after_ms).max()?,
-                None => reply.headers.text("retry-after")?.parse::<u64>().ok()? * 1000,
+    // The store's refusals on this proxy that a cache entry can come from:
+    // each until its retry instant (from the request's clock: the module's
+    // own reckoning); unknown when neither the model nor a 429 of that
+    // decision alone tells it.
+    let mut until = Some(0);
+    for s in world.streams.iter().filter(|s| s.proxy == proxy && s.user == user && !s.cached) {
+        for d in s.decisions.iter().filter(|d| d.rule == rule && d.answered == Some(true)) {
+            let retry = match (&d.model, &s.verdict) {
+                (Some(m), _) => m.iter().filter(|o| !o.allowed).filter_map(|o| o.retry_after_ms).max(),
+                (None, Some(State::Replied(reply))) if s.decisions.len() == 1 => {
+                    reply.headers.text("retry-after").and_then(|r| r.parse::<u64>().ok()).map(|r| r * 1000)
+                }
+                (None, Some(State::Continued)) => None,
+                _ => {
+                    until = None;
+                    break;
+                }
             };
-            Some(s.begun_wall + retry)
-        })
-        .max();
-    match until {
-        Some(until) if until > wall => {}
-        _ => {
-            return Err(format!(
-                "deny_cache.sound: {} refused from the deny cache at {wall}, past every refusal the store gave ({until:?})",
-                r.name
-            ))
+            until = until.map(|u| retry.map_or(u, |r| u.max(s.begun_wall + r)));
         }
+    }
+    match until {
+        None => {}
+        Some(until) if until > wall => {}
+        _ => return Err(format!(
+            "deny_cache.sound: {} refused from the deny cache at {wall}, past every refusal the store gave ({until:?})",
+            r.name
+        )),
     }
     let identity = world.identity_of(user, rule);
     let Some(last) = world.ledger.last.get(&(identity, r.name.to_string())).cloned() else { return Ok(()) };
@@ -555,7 +590,11 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
 pub fn on_response(world: &mut World, i: usize, headers: &HeaderMap) {
     let t = &world.streams[i];
     let r = world.rules.get(t.rule).clone();
-    if t.cached || t.decisions.len() != 1 || !t.by_store() || matches!(r.kind, Kind::Leased | Kind::Slots | Kind::SlotsOpen) {
+    if t.cached
+        || t.decisions.len() != 1
+        || !t.by_store()
+        || matches!(r.kind, Kind::Leased | Kind::Slots | Kind::SlotsOpen)
+    {
         return;
     }
     let Some(outcomes) = t.decisions[0].model.clone() else { return };
@@ -597,7 +636,9 @@ fn charges(world: &mut World, rule: usize, user: usize) -> Result<(), String> {
     let name = world.rules.get(rule).name;
     world.count("charges.once");
     if held > owed {
-        return Err(format!("charges.once: {held} units of {name} charged, the ended streams owe {owed} (client u{user})"));
+        return Err(format!(
+            "charges.once: {held} units of {name} charged, the ended streams owe {owed} (client u{user})"
+        ));
     }
     if world.calm {
         world.count("charges.exact");

@@ -34,7 +34,7 @@ mod world;
 
 use std::time::{Duration, Instant};
 
-use world::{Kind, Servers, Stats};
+use world::{Found, Kind, Servers, Stats};
 
 /// Seeds every `make test` runs besides fresh ones. (Schedules that once
 /// violated an invariant are kept whole under `regressions/`.)
@@ -44,12 +44,23 @@ const STEPS: usize = 400;
 
 /// Runs `seed` on both transports (`servers`), with one proxy and with a
 /// fleet of two sharing the store; panics with the reproduction on a
-/// violation.
-fn run_seed(servers: &[Servers], seed: u64) -> Stats {
+/// violation, or (`found`: `SIM_KEEP_GOING`) notes the first of each
+/// invariant there and goes on.
+fn run_seed(servers: &[Servers], seed: u64, mut found: Option<&mut Vec<Found>>) -> Stats {
     let mut total = Stats::default();
     for store in servers {
         for proxies in [1, 2] {
-            total.add(&world::run(store, seed, proxies, STEPS));
+            let known: Vec<String> = found.iter().flat_map(|f| f.iter().map(|f| f.invariant.clone())).collect();
+            match (world::run(store, seed, proxies, STEPS, &known), found.as_deref_mut()) {
+                (Ok(stats), _) => total.add(&stats),
+                (Err(f), None) => panic!("{}", f.report),
+                (Err(f), Some(found)) => {
+                    eprintln!("{}", f.report);
+                    if !known.contains(&f.invariant) {
+                        found.push(f);
+                    }
+                }
+            }
         }
     }
     total
@@ -100,13 +111,16 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
             Err(v) => panic!("sim: regression {} ({} steps) violated {v}", r.name, r.schedule.steps.len()),
         }
     }
+    // SIM_KEEP_GOING=1: every invariant violated, the first schedule of
+    // each shrunk, instead of stopping at the first.
+    let mut found = std::env::var_os("SIM_KEEP_GOING").map(|_| Vec::new());
     for seed in FIXED_SEEDS {
-        total.add(&run_seed(&servers, seed));
+        total.add(&run_seed(&servers, seed, found.as_mut()));
     }
     let budget = std::env::var("SIM_SECONDS").ok().and_then(|s| s.parse().ok()).map(Duration::from_secs);
     if let Some(seed) = sim_seed() {
         eprintln!("sim: seed {seed} (SIM_SEED)");
-        total.add(&run_seed(&servers, seed));
+        total.add(&run_seed(&servers, seed, found.as_mut()));
     } else {
         let fresh = if budget.is_some() { usize::MAX } else { 2 };
         let mut reported = Instant::now();
@@ -115,8 +129,8 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
                 break;
             }
             let seed = fresh_seed();
-            eprintln!("sim: seed {seed}");
-            total.add(&run_seed(&servers, seed));
+            eprintln!("sim: seed {seed} at {:.0} s", started.elapsed().as_secs_f64());
+            total.add(&run_seed(&servers, seed, found.as_mut()));
             if budget.is_some() && reported.elapsed() >= Duration::from_secs(60) {
                 report(&total, started);
                 reported = Instant::now();
@@ -124,6 +138,10 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
         }
     }
     report(&total, started);
+    if let Some(found) = found.filter(|f| !f.is_empty()) {
+        let names: Vec<&str> = found.iter().map(|f| f.invariant.as_str()).collect();
+        panic!("sim: violated {names:?}; each first schedule is above");
+    }
     // A run that checked nothing proves nothing: every invariant was checked.
     assert!(total.admitted > 0, "sim: no request was admitted");
     let unchecked: Vec<&str> = checks::NAMES.into_iter().filter(|n| total.checks.of(n) == 0).collect();
@@ -146,6 +164,11 @@ fn replay() {
         return;
     }
     let seed = sim_seed().expect("set SIM_SEED or SIM_FILE");
-    let total = run_seed(&servers, seed);
+    let mut found = std::env::var_os("SIM_KEEP_GOING").map(|_| Vec::new());
+    let total = run_seed(&servers, seed, found.as_mut());
     report(&total, started);
+    if let Some(found) = found.filter(|f| !f.is_empty()) {
+        let names: Vec<&str> = found.iter().map(|f| f.invariant.as_str()).collect();
+        panic!("sim: violated {names:?}; each first schedule is above");
+    }
 }

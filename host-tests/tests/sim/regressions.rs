@@ -64,7 +64,15 @@ fn parse(name: &str, text: &str) -> Result<Regression, String> {
     };
     let proxies = field("proxies")?.parse().map_err(|e| format!("proxies: {e}"))?;
     let seed = field("seed")?.parse().map_err(|e| format!("seed: {e}"))?;
-    let steps = lines.map(step).collect::<Result<_, _>>()?;
+    let mut steps: Vec<Step> = lines.map(step).collect::<Result<_, _>>()?;
+    // The first regressions' requests have no ids: their order is.
+    for (k, id) in
+        steps.iter_mut().filter_map(|s| if let Step::Begin { id, .. } = s { Some(id) } else { None }).enumerate()
+    {
+        if *id == NO_ID {
+            *id = k;
+        }
+    }
     let schedule = Schedule {
         kind,
         proxies,
@@ -76,6 +84,9 @@ fn parse(name: &str, text: &str) -> Result<Regression, String> {
     };
     Ok(Regression { name: name.to_string(), schedule })
 }
+
+/// A `Begin` read without an id (assigned from its order).
+const NO_ID: usize = usize::MAX;
 
 /// The number after `key: ` in `line`.
 fn num(line: &str, key: &str) -> Result<u64, String> {
@@ -95,6 +106,7 @@ fn step(line: &str) -> Result<Step, String> {
     let n = |key: &str| num(line, key).map(|v| v as usize);
     Ok(match name.as_str() {
         "Begin" => Step::Begin {
+            id: n("id").unwrap_or(NO_ID),
             proxy: n("proxy")?,
             vm: n("vm")?,
             rule: n("rule")?,
@@ -102,12 +114,17 @@ fn step(line: &str) -> Result<Step, String> {
             n: num(line, "n").unwrap_or(0),
         },
         "Deliver" => Step::Deliver,
-        "End" => Step::End {
+        "End" | "EndNth" if line.contains(" nth: ") => Step::EndNth {
             nth: n("nth")?,
             hang_up: line.contains("hang_up: true"),
             usage: num(line, "usage").unwrap_or(1),
-            cut: num(line, "cut").unwrap_or(0),
-            shape: num(line, "shape").unwrap_or(0),
+        },
+        "End" => Step::End {
+            stream: n("stream")?,
+            hang_up: line.contains("hang_up: true"),
+            usage: num(line, "usage")?,
+            cut: num(line, "cut")?,
+            shape: num(line, "shape")?,
         },
         "Advance" => Step::Advance(arg(line)?),
         "Back" => Step::Back(arg(line)?),

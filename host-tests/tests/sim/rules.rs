@@ -75,7 +75,11 @@ const V1: [(&str, Kind, &str); 9] = [
         r#""failure_mode":"closed","lease":{"max_units":8,"max_age":"2s"},"limits":[{"algorithm":"token_bucket","limit":20,"window":"1h","burst":20}]"#,
     ),
     ("cc", Kind::Slots, r#""failure_mode":"closed","limits":[{"algorithm":"concurrency","limit":3,"max_hold":"60s"}]"#),
-    ("co", Kind::SlotsOpen, r#""failure_mode":"open","limits":[{"algorithm":"concurrency","limit":2,"max_hold":"60s"}]"#),
+    (
+        "co",
+        Kind::SlotsOpen,
+        r#""failure_mode":"open","limits":[{"algorithm":"concurrency","limit":2,"max_hold":"60s"}]"#,
+    ),
     ("sl", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"sliding_log","limit":20,"window":"1h"}]"#),
     (
         "gc",
@@ -87,7 +91,11 @@ const V1: [(&str, Kind, &str); 9] = [
         Kind::ChargedHeader,
         r#""failure_mode":"closed","cost":{"response_header":"x-usage","default":7,"max":1000},"limits":[{"algorithm":"fixed_window","limit":1000000000,"window":"1h"}]"#,
     ),
-    ("ccx", Kind::SlotAndWindow, r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":4,"window":"1h"}]"#),
+    (
+        "ccx",
+        Kind::SlotAndWindow,
+        r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":4,"window":"1h"}]"#,
+    ),
     (
         "rv",
         Kind::Reserved,

@@ -14,17 +14,20 @@ pub const SHAPES: u64 = 4;
 /// One step of a schedule.
 #[derive(Clone, Debug)]
 pub enum Step {
-    /// A request of `user` for rule `rule` on worker `vm` of proxy
+    /// Request `id` of `user` for rule `rule` on worker `vm` of proxy
     /// `proxy`; `n`: the output bound its body states (`rvt`).
-    Begin { proxy: usize, vm: usize, rule: usize, user: usize, n: u64 },
+    Begin { id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64 },
     /// Deliver what is due (store replies, timeouts).
     Deliver,
-    /// The `nth` live stream (modulo how many live) ends: completed by the
-    /// upstream if it was let through (its response reporting `usage`
-    /// units, a body of shape `shape`), or the client goes away: before
-    /// the response (`cut` 0), or after its headers and `cut - 1` chunks
-    /// of its body.
-    End { nth: usize, hang_up: bool, usage: u64, cut: u64, shape: u64 },
+    /// Stream `stream` (a `Begin`'s id; nothing if it is not live) ends:
+    /// completed by the upstream if it was let through (its response
+    /// reporting `usage` units, a body of shape `shape`), or the client
+    /// goes away: before the response (`cut` 0), or after its headers and
+    /// `cut - 1` chunks of its body.
+    End { stream: usize, hang_up: bool, usage: u64, cut: u64, shape: u64 },
+    /// The first regressions' `End`: the `nth` live stream (modulo how
+    /// many live) ends, as `End` says.
+    EndNth { nth: usize, hang_up: bool, usage: u64 },
     /// The clock moves forward (proxies and store).
     Advance(u64),
     /// The proxies' wall clock steps back (an NTP correction).
@@ -57,6 +60,10 @@ pub struct Draw<'a> {
     pub table: &'a Rules,
     /// The host's time so far (ms since the epoch).
     pub now_ms: u64,
+    /// The streams begun and not ended: (id, proxy, vm).
+    pub live: Vec<(usize, usize, usize)>,
+    /// The next `Begin`'s id.
+    pub next_id: usize,
 }
 
 impl Draw<'_> {
@@ -75,19 +82,24 @@ impl Draw<'_> {
                     Kind::ReservedBody => 50 + rng.below(400),
                     _ => 0,
                 };
-                Step::Begin { proxy, vm: rng.below(self.vms as u64) as usize, rule, user, n }
+                let (id, vm) = (self.next_id, rng.below(self.vms as u64) as usize);
+                self.next_id += 1;
+                self.live.push((id, proxy, vm));
+                Step::Begin { id, proxy, vm, rule, user, n }
             }
             40..=53 => Step::Deliver,
-            54..=68 => {
+            54..=68 if !self.live.is_empty() => {
                 let hang_up = rng.below(3) == 0;
+                let (stream, _, _) = self.live.swap_remove(rng.below(self.live.len() as u64) as usize);
                 Step::End {
-                    nth: rng.below(1 << 16) as usize,
+                    stream,
                     hang_up,
                     usage: 1 + rng.below(500),
                     cut: if hang_up { rng.below(5) } else { 0 },
                     shape: rng.below(SHAPES),
                 }
             }
+            54..=68 => Step::Deliver,
             69..=75 => Step::Advance(1 + rng.below(1_500)),
             76..=81 => Step::Advance(1 + rng.below(40)),
             82..=84 => self.past_a_boundary(),
@@ -96,7 +108,11 @@ impl Draw<'_> {
             86..=87 => Step::Back(1 + rng.below(3_000)),
             88 if self.store_back => Step::StoreBack(1 + rng.below(3_000)),
             89..=96 => Step::Faults { proxy, mix: faults(rng, self.webdis) },
-            97..=98 => Step::Reload { proxy, vm: rng.below(self.vms as u64) as usize },
+            97..=98 => {
+                let vm = rng.below(self.vms as u64) as usize;
+                self.live.retain(|&(_, p, v)| (p, v) != (proxy, vm));
+                Step::Reload { proxy, vm }
+            }
             99 => Step::Flush,
             _ => Step::Deliver,
         };

@@ -11,10 +11,8 @@ use crate::world::{Tracked, World};
 /// stream ends.
 fn exposed(world: &World, t: &Tracked, max_hold: u64) -> bool {
     let Some(since) = t.admitted else { return false };
-    let faulty: u64 = world.faulty[t.proxy]
-        .iter()
-        .map(|&(from, to)| to.min(world.host_ms).saturating_sub(from.max(since)))
-        .sum();
+    let faulty: u64 =
+        world.faulty[t.proxy].iter().map(|&(from, to)| to.min(world.host_ms).saturating_sub(from.max(since))).sum();
     let backs: u64 = world.wall_backs.iter().filter(|b| b.0 >= since).map(|b| b.2).sum();
     faulty + backs >= max_hold / 2
 }
@@ -25,7 +23,11 @@ fn exposed(world: &World, t: &Tracked, max_hold: u64) -> bool {
 fn open<'a>(world: &'a World, user: usize, rule: &'a str) -> impl Iterator<Item = &'a Tracked> {
     world.streams.iter().filter(move |t| {
         let name = world.rules.get(t.rule).name;
-        t.user == user && t.live && t.admitted.is_some() && t.epoch == world.epoch && (name == rule || (rule == "cc" && name == "ccx"))
+        t.user == user
+            && t.live
+            && t.admitted.is_some()
+            && t.epoch == world.epoch
+            && (name == rule || (rule == "cc" && name == "ccx"))
     })
 }
 
@@ -77,7 +79,7 @@ pub fn after_outage(world: &mut World) -> Result<(), String> {
         let exposed = streams.iter().filter(|t| exposed(world, t, spec.window_ms)).count();
         let n = streams.len();
         world.count("concurrency.after_outage");
-        if n - unseen.min(n) - others.min(n) - exposed.min(n) > spec.limit as usize {
+        if n.saturating_sub(unseen + others + exposed) > spec.limit as usize {
             return Err(format!(
                 "concurrency.after_outage: the store admitted a stream while {n} are in flight ({unseen} let through since it was planned, {others} by other proxies' shares, {exposed} may have lost their slot), limit {} (client u{}, a stream begun at step {})",
                 spec.limit, s.user, s.begun

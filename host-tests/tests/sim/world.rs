@@ -112,6 +112,8 @@ impl Schedule {
             rules,
             table: &table,
             now_ms: start_ms,
+            live: Vec::new(),
+            next_id: 0,
         };
         let steps = (0..steps).map(|_| draw.next()).collect();
         Schedule { kind, proxies, seed, version: 2, start_ms, slots, steps }
@@ -128,35 +130,53 @@ impl Schedule {
 /// Runs `steps` steps of `seed`'s schedule on `servers` with `proxies`
 /// proxies sharing the store; panics on the first violated invariant with
 /// the schedule shrunk to what still violates it.
-pub fn run(servers: &Servers, seed: u64, proxies: usize, steps: usize) -> Stats {
+pub fn run(servers: &Servers, seed: u64, proxies: usize, steps: usize, known: &[String]) -> Result<Stats, Found> {
     let schedule = Schedule::draw(servers.kind, seed, proxies, steps);
     let violation = match replay(servers, &schedule) {
-        Ok(stats) => return stats,
+        Ok(stats) => return Ok(stats),
         Err(v) => v,
     };
+    let invariant = name(&violation).to_string();
+    if known.contains(&invariant) {
+        return Err(Found {
+            invariant,
+            report: format!("sim: seed {seed} violated {violation} (not shrunk: found before)"),
+        });
+    }
+    let started = Instant::now();
     let shrunk = shrink(servers, schedule, &violation);
-    panic!(
-        "sim: seed {seed} ({:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim -- --ignored replay --nocapture\nshrunk to {} steps; save as a regression (host-tests/tests/sim/regressions/<name>.txt):\n# <what it found>\n{}",
+    let report = format!(
+        "sim: seed {seed} ({:?}, {proxies} proxies) violated {violation}\nreplay: SIM_SEED={seed} cargo test -p host-tests --test sim -- --ignored replay --nocapture\nshrunk to {} steps in {:.0} s; save as a regression (host-tests/tests/sim/regressions/<name>.txt):\n# <what it found>\n{}",
         servers.kind,
         shrunk.steps.len(),
+        started.elapsed().as_secs_f64(),
         crate::regressions::text(&shrunk)
     );
+    Err(Found { invariant, report })
+}
+
+/// A violated invariant, and the report of the schedule that violated it.
+#[derive(Debug)]
+pub struct Found {
+    pub invariant: String,
+    pub report: String,
 }
 
 /// The invariant a violation names (its text up to the colon).
-fn name(violation: &str) -> &str {
+pub fn name(violation: &str) -> &str {
     violation.split(':').next().unwrap_or(violation)
 }
 
 /// Cuts `schedule` down while it still violates the invariant `violation`
-/// names: chunks of halves, quarters, ... removed in turn (ddmin-like), a
-/// bounded number of replays.
+/// names: chunks of halves, quarters, ... down to single steps removed in
+/// turn (ddmin-like), a bounded number of replays.
 fn shrink(servers: &Servers, mut schedule: Schedule, violation: &str) -> Schedule {
+    const REPLAYS: usize = 500;
     let mut replays = 0;
     let mut chunk = schedule.steps.len() / 2;
-    while chunk > 0 && replays < 200 {
+    while chunk > 0 && replays < REPLAYS {
         let mut at = 0;
-        while at < schedule.steps.len() && replays < 200 {
+        while at < schedule.steps.len() && replays < REPLAYS {
             let mut shorter = schedule.clone();
             shorter.steps.drain(at..(at + chunk).min(schedule.steps.len()));
             replays += 1;
@@ -174,6 +194,8 @@ fn shrink(servers: &Servers, mut schedule: Schedule, violation: &str) -> Schedul
 
 /// A stream the schedule began.
 pub struct Tracked {
+    /// Its `Begin`'s id.
+    pub begin_id: usize,
     pub proxy: usize,
     pub id: StreamId,
     pub rule: usize,
@@ -191,6 +213,8 @@ pub struct Tracked {
     pub epoch: u32,
     /// The store decisions it still waits to see dispatched: (identity, rule).
     pub expected: Vec<(String, usize)>,
+    /// How many store decisions it needs (one per identity).
+    pub wanted: usize,
     /// Its request-time decisions, as the store got them.
     pub decisions: Vec<Decided>,
     /// Decided by the proxy alone (deny cache, lease, breaker, local share).
@@ -211,7 +235,7 @@ pub struct Tracked {
 impl Tracked {
     /// Whether every decision of it reached the module from the store.
     pub fn by_store(&self) -> bool {
-        !self.decisions.is_empty() && self.decisions.iter().all(|d| d.answered == Some(true)) && self.expected.is_empty()
+        self.decisions.len() == self.wanted && self.decisions.iter().all(|d| d.answered == Some(true))
     }
 }
 
@@ -324,7 +348,10 @@ pub fn replay(servers: &Servers, schedule: &Schedule) -> Result<Stats, String> {
         world.step = i + 1;
         let t0 = Instant::now();
         world.apply(step);
-        let k = match step { Step::Advance(_) => 0, _ => 1 };
+        let k = match step {
+            Step::Advance(_) => 0,
+            _ => 1,
+        };
         spent[k] += t0.elapsed().as_secs_f64();
         world.latest_wall = world.latest_wall.max(world.host_ms - world.wall_behind);
         if trace {
@@ -335,7 +362,13 @@ pub fn replay(servers: &Servers, schedule: &Schedule) -> Result<Stats, String> {
         spent[2] += t1.elapsed().as_secs_f64();
     }
     if std::env::var_os("SIM_PROFILE").is_some() {
-        eprintln!("profile: advance {:.2} s, other steps {:.2} s, checks {:.2} s, setup {:.2}", spent[0], spent[1], spent[2], world.started.elapsed().as_secs_f64() - spent.iter().sum::<f64>());
+        eprintln!(
+            "profile: advance {:.2} s, other steps {:.2} s, checks {:.2} s, setup {:.2}",
+            spent[0],
+            spent[1],
+            spent[2],
+            world.started.elapsed().as_secs_f64() - spent.iter().sum::<f64>()
+        );
     }
     let t_wind = Instant::now();
     world.wind_down()?;
@@ -387,7 +420,7 @@ impl World<'_> {
 
     fn apply(&mut self, step: &Step) {
         match step {
-            Step::Begin { proxy, vm, rule, user, n } => self.begin(*proxy, *vm, *rule, *user, *n),
+            Step::Begin { id, proxy, vm, rule, user, n } => self.begin(*id, *proxy, *vm, *rule, *user, *n),
             Step::Deliver => {
                 for p in 0..self.hosts.len() {
                     self.hosts[p].run_until_idle();
@@ -395,7 +428,17 @@ impl World<'_> {
                 }
                 self.settle();
             }
-            Step::End { nth, hang_up, usage, cut, shape } => self.end(*nth, *hang_up, *usage, *cut, *shape),
+            Step::End { stream, hang_up, usage, cut, shape } => {
+                if let Some(i) = self.streams.iter().position(|t| t.begin_id == *stream && t.live) {
+                    self.end(i, *hang_up, *usage, *cut, *shape);
+                }
+            }
+            Step::EndNth { nth, hang_up, usage } => {
+                let live: Vec<usize> = (0..self.streams.len()).filter(|&i| self.streams[i].live).collect();
+                if !live.is_empty() {
+                    self.end(live[nth % live.len()], *hang_up, *usage, 0, 0);
+                }
+            }
             Step::Advance(ms) => self.advance(*ms),
             Step::Back(ms) => {
                 // One clock for the fleet.
@@ -439,7 +482,9 @@ impl World<'_> {
                 self.hosts[*proxy].reload_vm(*vm);
                 // Its streams went with it (Envoy answered them 503).
                 let gone: Vec<usize> = (0..self.streams.len())
-                    .filter(|&i| self.streams[i].live && self.streams[i].proxy == *proxy && self.streams[i].id.vm == *vm)
+                    .filter(|&i| {
+                        self.streams[i].live && self.streams[i].proxy == *proxy && self.streams[i].id.vm == *vm
+                    })
                     .collect();
                 for i in gone {
                     let t = &mut self.streams[i];
@@ -458,8 +503,8 @@ impl World<'_> {
         }
     }
 
-    /// A request of `user` for `rule` on worker `vm` of proxy `proxy`.
-    fn begin(&mut self, proxy: usize, vm: usize, rule: usize, user: usize, n: u64) {
+    /// Request `begin_id` of `user` for `rule` on worker `vm` of proxy `proxy`.
+    fn begin(&mut self, begin_id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64) {
         let r = self.rules.get(rule).clone();
         let path = format!("/{}/x", r.name);
         let (request, reserved) = match r.kind {
@@ -484,6 +529,7 @@ impl World<'_> {
         let cached = self.hosts[proxy].counter_or_zero(&hits) > before;
         self.stats.requests += 1;
         self.streams.push(Tracked {
+            begin_id,
             proxy,
             id,
             rule,
@@ -494,6 +540,7 @@ impl World<'_> {
             begun_host: self.host_ms,
             begun_wall: self.wall_ms(),
             epoch: self.epoch,
+            wanted: expected.len(),
             expected,
             decisions: Vec::new(),
             local: false,
@@ -598,26 +645,44 @@ impl World<'_> {
         }
     }
 
-    /// The `nth` live stream ends.
-    fn end(&mut self, nth: usize, hang_up: bool, usage: u64, cut: u64, shape: u64) {
-        let live: Vec<usize> = (0..self.streams.len()).filter(|&i| self.streams[i].live).collect();
-        if live.is_empty() {
-            return;
-        }
-        let i = live[nth % live.len()];
+    /// Stream `i` ends.
+    fn end(&mut self, i: usize, hang_up: bool, usage: u64, cut: u64, shape: u64) {
         crate::streams::end(self, i, hang_up, usage, cut, shape);
         self.drain(self.streams[i].proxy);
         self.settle();
     }
 
-    fn trace(&self, i: usize, step: &Step) {
-        eprintln!("step {i}: {step:?} host {} wall {} store {}", self.host_ms, self.wall_ms(), self.store_ms());
+    fn trace(&mut self, i: usize, step: &Step) {
+        let keys: Vec<String> = redis::cmd("KEYS").arg("t:*").query(&mut self.redis).unwrap();
+        for k in keys {
+            let v: redis::Value = redis::cmd("DUMP").arg(&k).query(&mut self.redis).unwrap();
+            let ty: String = redis::cmd("TYPE").arg(&k).query(&mut self.redis).unwrap();
+            let shown = if ty == "string" {
+                redis::cmd("GET").arg(&k).query::<String>(&mut self.redis).unwrap()
+            } else {
+                format!("{ty} {v:?}").chars().take(40).collect()
+            };
+            let ttl: i64 = redis::cmd("PTTL").arg(&k).query(&mut self.redis).unwrap();
+            eprintln!("  key {k} = {shown} pttl {ttl}");
+        }
+        let time: Vec<String> = redis::cmd("TIME").query(&mut self.redis).unwrap();
+        eprintln!(
+            "step {i}: {step:?} host {} wall {} store {} (clock {}, TIME {time:?})",
+            self.host_ms,
+            self.wall_ms(),
+            self.store_ms(),
+            self.servers.clock.borrow().now_ms()
+        );
         for (p, h) in self.hosts.iter().enumerate() {
-            eprintln!("  proxy {p}: {} calls made, logs {:?}", h.calls_made(), h.logs().iter().rev().take(3).collect::<Vec<_>>());
+            eprintln!(
+                "  proxy {p}: {} calls made, logs {:?}",
+                h.calls_made(),
+                h.logs().iter().rev().take(3).collect::<Vec<_>>()
+            );
         }
         for (n, t) in self.streams.iter().enumerate().filter(|(_, t)| t.live) {
             eprintln!(
-                "  #{n} {} u{} p{} {:?} begun {} admitted {:?} local {} cached {} decisions {}",
+                "  #{n} {} u{} p{} {:?} begun {} admitted {:?} local {} cached {} decisions {:?}",
                 self.rules.get(t.rule).name,
                 t.user,
                 t.proxy,
@@ -626,7 +691,7 @@ impl World<'_> {
                 t.admitted,
                 t.local,
                 t.cached,
-                t.decisions.len()
+                t.decisions.iter().map(|d| (d.caller_ms, d.store_ms, d.answered, d.model.clone())).collect::<Vec<_>>()
             );
         }
     }
