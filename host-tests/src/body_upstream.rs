@@ -63,12 +63,18 @@ fn read_body(reader: &mut impl BufRead) -> Option<Vec<u8>> {
             chunked = true;
         }
     }
-    let mut body = Vec::new();
     if !chunked {
-        body.resize(length, 0);
+        let mut body = vec![0; length];
         reader.read_exact(&mut body).ok()?;
         return Some(body);
     }
+    read_chunked(reader)
+}
+
+/// A chunked body (after its head), the chunks joined; `None` when the
+/// connection ends first.
+pub fn read_chunked(reader: &mut impl BufRead) -> Option<Vec<u8>> {
+    let (mut body, mut line) = (Vec::new(), Vec::new());
     loop {
         line.clear();
         reader.read_until(b'\n', &mut line).ok()?;

@@ -167,22 +167,26 @@ fn serve(conn: TcpStream, served: &AtomicU64, counts: &Mutex<Counts>) {
         served.fetch_add(1, Ordering::Relaxed);
         let start = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n\
                      transfer-encoding: chunked\r\n\r\n";
-        if w.write_all(start.as_bytes()).is_err() || !chunk(&mut w, EVENT) {
-            return;
-        }
-        if head.target.contains("short") {
-            if !(chunk(&mut w, "data: [DONE]\n\n") && w.write_all(b"0\r\n\r\n").is_ok()) {
-                return;
-            }
-            continue;
-        }
-        let Ok(conn) = w.try_clone() else { return };
-        {
+        let held = !head.target.contains("short");
+        // Open before its client can see its first byte: a test that reads
+        // the 200 then counts open streams must count it.
+        if held {
+            let Ok(conn) = w.try_clone() else { return };
             let mut c = counts.lock().unwrap_or_else(|e| e.into_inner());
             c.held.push(Held { user: head.user.clone(), tag: head.tag.clone(), conn });
             let open = c.open(&head.user);
             let max = c.max.entry(head.user.clone()).or_default();
             *max = (*max).max(open);
+        }
+        if w.write_all(start.as_bytes()).is_err() || !chunk(&mut w, EVENT) {
+            counts.lock().unwrap_or_else(|e| e.into_inner()).take(&head.tag);
+            return;
+        }
+        if !held {
+            if !(chunk(&mut w, "data: [DONE]\n\n") && w.write_all(b"0\r\n\r\n").is_ok()) {
+                return;
+            }
+            continue;
         }
         // Blocks until the proxy closes the connection, or (the stream
         // completed by the test) sends the next request on it.

@@ -16,6 +16,7 @@ pub mod envoy;
 pub mod fake_store;
 pub mod file_server;
 pub mod fleet;
+pub mod h2_client;
 pub mod held_streams;
 pub mod http;
 pub mod llm_gateway;

@@ -13,6 +13,8 @@
 //!   the response headers `default` (`"hang_up": "default"`) or `max`.
 //!   With `"reservation": {...}` (see `reservation`) the request's worst
 //!   case is taken at admission instead of checked, and settled after.
+//!   With `"include_usage": true` a streamed request that does not ask for
+//!   its usage is made to, and its client's stream given back without it.
 
 use super::error::ConfigError;
 use super::json::{Obj, Result};
@@ -104,6 +106,10 @@ pub enum Cost {
         reservation: Option<Reservation>,
         /// What the usage costs per model (else: its sum).
         prices: Option<Prices>,
+        /// A streamed request that does not ask for its usage is made to
+        /// (`stream_options.include_usage`), and its client's stream is
+        /// given back without it (`request::ask_for_usage`).
+        include_usage: bool,
     },
 }
 
@@ -131,7 +137,7 @@ impl Cost {
         match self {
             Cost::Fixed(c) => format!("fixed {c}"),
             Cost::RequestHeader { name, max, default } => format!("request {name} {max} {default}"),
-            Cost::Response { source, default, max, reserve, reservation, prices, .. } => {
+            Cost::Response { source, default, max, reserve, reservation, prices, include_usage, .. } => {
                 let from = match source {
                     UsageSource::Header(h) => format!("header {h}"),
                     UsageSource::Body { json, event_stream } => {
@@ -144,7 +150,7 @@ impl Cost {
                 };
                 let reserved = reservation.as_ref().map(Reservation::fingerprint_text).unwrap_or_default();
                 let priced = prices.as_ref().map(Prices::fingerprint_text).unwrap_or_default();
-                format!("response {from} {default} {max} {reserve} {reserved} {priced}")
+                format!("response {from} {default} {max} {reserve} {reserved} {priced} {include_usage}")
             }
         }
     }
@@ -162,6 +168,11 @@ impl Cost {
         }
     }
 
+    /// Whether a streamed request is made to ask for its usage.
+    pub fn include_usage(&self) -> bool {
+        matches!(self, Cost::Response { include_usage: true, .. })
+    }
+
     /// How the request's worst case is reserved, in reservation mode.
     pub fn reservation(&self) -> Option<&Reservation> {
         match self {
@@ -171,13 +182,19 @@ impl Cost {
     }
 }
 
-/// One list of field paths (a string or an array of strings).
+/// One list of fields (a path, or an array whose items are paths, or
+/// arrays of alternative paths: the first with a value counts).
 fn fields(v: &Value, path: &str) -> Result<UsageFields> {
-    let list: Vec<&str> = match v {
-        Value::String(s) => vec![s.as_str()],
+    let not_paths = || ConfigError::at(path, "must list JSON field paths as strings (or arrays of alternative paths)");
+    let list: Vec<Vec<&str>> = match v {
+        Value::String(s) => vec![vec![s.as_str()]],
         Value::Array(items) => items
             .iter()
-            .map(|p| p.as_str().ok_or_else(|| ConfigError::at(path, "must list JSON field paths as strings")))
+            .map(|item| match item {
+                Value::String(s) => Ok(vec![s.as_str()]),
+                Value::Array(alts) => alts.iter().map(|a| a.as_str().ok_or_else(not_paths)).collect(),
+                _ => Err(not_paths()),
+            })
             .collect::<Result<_>>()?,
         _ => {
             return Err(ConfigError::at(
@@ -186,7 +203,7 @@ fn fields(v: &Value, path: &str) -> Result<UsageFields> {
             ))
         }
     };
-    UsageFields::parse(&list).map_err(|e| ConfigError::at(path, e))
+    UsageFields::parse_alternatives(&list).map_err(|e| ConfigError::at(path, e))
 }
 
 /// `response_body`: paths for every body, or `{"json": ..., "event_stream": ...}`.
@@ -225,6 +242,7 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "bytes_per_unit",
             "reservation",
             "prices",
+            "include_usage",
         ],
     )?;
     let sources = ["request_header", "response_header", "response_body"];
@@ -235,31 +253,43 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
             "must name exactly one of request_header, response_header, response_body (or be an integer)",
         ));
     };
-    let header = |field: &str| -> Result<String> {
-        let name = o.required_str(field)?;
-        header_name(name)
-            .filter(|n| !n.starts_with(':'))
-            .ok_or_else(|| ConfigError::at(&o.path_of(field), "is not a valid header name"))
-    };
     let max = o.uint("max", 1, MAX_COST)?.unwrap_or(1_000_000);
-    if *source == "request_header" {
-        if let Some(field) = ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices"]
+    match *source {
+        "request_header" => request_header_cost(&o, max),
+        "response_header" => response_cost(&o, UsageSource::Header(header(&o, "response_header")?), max),
+        _ => {
+            let body = body_source(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?;
+            response_cost(&o, body, max)
+        }
+    }
+}
+
+/// A header name the cost names in `field` (no pseudo-header).
+fn header(o: &Obj<'_>, field: &str) -> Result<String> {
+    let name = o.required_str(field)?;
+    header_name(name)
+        .filter(|n| !n.starts_with(':'))
+        .ok_or_else(|| ConfigError::at(&o.path_of(field), "is not a valid header name"))
+}
+
+/// A cost the caller names in a request header.
+fn request_header_cost(o: &Obj<'_>, max: u64) -> Result<Cost> {
+    if let Some(field) =
+        ["reserve", "unreadable", "hang_up", "bytes_per_unit", "reservation", "prices", "include_usage"]
             .into_iter()
             .find(|f| o.value(f).is_some())
-        {
-            return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
-        }
-        let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
-        if default > max {
-            return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
-        }
-        return Ok(Cost::RequestHeader { name: header("request_header")?, max, default });
+    {
+        return Err(ConfigError::at(&o.path_of(field), "applies to a cost known after the response only"));
     }
-    let source = if *source == "response_header" {
-        UsageSource::Header(header("response_header")?)
-    } else {
-        body_source(o.value("response_body").unwrap_or(&Value::Null), &o.path_of("response_body"))?
-    };
+    let default = o.uint("default", 1, MAX_COST)?.unwrap_or(1);
+    if default > max {
+        return Err(ConfigError::at(&o.path_of("default"), format!("must be at most max ({max})")));
+    }
+    Ok(Cost::RequestHeader { name: header(o, "request_header")?, max, default })
+}
+
+/// A cost known after the response, read from `source`.
+fn response_cost(o: &Obj<'_>, source: UsageSource, max: u64) -> Result<Cost> {
     let default = o.uint("default", 0, MAX_COST)?.ok_or_else(|| {
         ConfigError::at(&o.path_of("default"), "is required: what to charge when the response reports no usage")
     })?;
@@ -291,14 +321,45 @@ pub fn parse_cost(v: Option<&Value>, path: &str) -> Result<Cost> {
         }
         Some(v) => Some(reservation::parse(v, &o.path_of("reservation"), max)?),
     };
-    let prices = match (o.value("prices"), &source) {
-        (None, _) => None,
+    let prices = response_prices(o, &source)?;
+    let include_usage = o.bool("include_usage")?.unwrap_or(false);
+    if include_usage && !matches!(source, UsageSource::Body { event_stream: Some(_), .. }) {
+        return Err(ConfigError::at(
+            &o.path_of("include_usage"),
+            "applies to a response_body cost read from event streams only",
+        ));
+    }
+    Ok(Cost::Response {
+        source,
+        default,
+        max,
+        reserve,
+        unreadable,
+        hang_up,
+        bytes_per_unit,
+        reservation,
+        prices,
+        include_usage,
+    })
+}
+
+/// `prices`, for a cost read from `source`.
+fn response_prices(o: &Obj<'_>, source: &UsageSource) -> Result<Option<Prices>> {
+    match (o.value("prices"), source) {
+        (None, _) => Ok(None),
+        (Some(_), UsageSource::Body { json, event_stream })
+            if [json, event_stream].iter().any(|f| f.as_ref().is_some_and(UsageFields::has_alternatives)) =>
+        {
+            Err(ConfigError::at(
+                &o.path_of("prices"),
+                "weighs each field's one path: a field with alternative paths cannot be priced",
+            ))
+        }
         (Some(v), UsageSource::Body { json, event_stream }) => {
-            Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?)
+            Ok(Some(prices::parse(v, &o.path_of("prices"), json.as_ref(), event_stream.as_ref())?))
         }
         (Some(_), UsageSource::Header(_)) => {
-            return Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
+            Err(ConfigError::at(&o.path_of("prices"), "applies to a response_body cost only"))
         }
-    };
-    Ok(Cost::Response { source, default, max, reserve, unreadable, hang_up, bytes_per_unit, reservation, prices })
+    }
 }

@@ -31,7 +31,7 @@ pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::{load, load_with_env};
 pub use prices::{Price, Prices};
 pub use request_body::{BodyInvalid, BodyPath, BodySettings, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY, MAX_BODY};
-pub use reservation::{Reservation, OUTPUT_FIELDS};
+pub use reservation::{Reservation, CHOICES_FIELDS, OUTPUT_FIELDS};
 pub use response_headers::{HeaderStyle, Vendor};
 pub use rule::{header_name, is_name, FailureMode, IdentityForm, KeyPart, Matcher, Rule};
 pub use store_settings::{Batching, Breaker, StoreSettings, MAX_DECISIONS};

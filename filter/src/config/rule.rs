@@ -185,20 +185,7 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         None => Matcher::default(),
         Some(m) => parse_match(m, &o.path_of("match"))?,
     };
-    let key_values = o.array("key")?.ok_or_else(|| ConfigError::at(&o.path_of("key"), "is required"))?;
-    if key_values.is_empty() {
-        return Err(ConfigError::at(&o.path_of("key"), "must name at least one part"));
-    }
-    let key: Vec<KeyPart> = key_values
-        .iter()
-        .enumerate()
-        .map(|(i, p)| parse_key_part(p, &format!("{path}.key[{i}]")))
-        // One resource, one identity: the path as the match reads it.
-        .map(|p| match p {
-            Ok(KeyPart::Path) if matcher.path_ignore_case => Ok(KeyPart::PathIgnoreCase),
-            other => other,
-        })
-        .collect::<Result<_>>()?;
+    let key = parse_key(&o, path, &matcher)?;
     let identity = match o.str("identity")? {
         None if key.iter().any(KeyPart::may_be_secret) => IdentityForm::Digest,
         None => IdentityForm::Clear,
@@ -220,7 +207,8 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
     let reads_body = !matcher.body.is_empty()
         || key.iter().any(|p| matches!(p, KeyPart::Body(_)))
         || cost.reservation().is_some()
-        || cost.prices().is_some();
+        || cost.prices().is_some()
+        || cost.include_usage();
     let request_body = super::request_body::parse(o.value("request_body"), &o.path_of("request_body"), reads_body)?;
     if shadow_headers && !shadow {
         return Err(ConfigError::at(&o.path_of("shadow_headers"), "applies to shadow rules only"));
@@ -247,28 +235,57 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         request_body,
     };
     for (i, lv) in limit_values.iter().enumerate() {
-        let lpath = format!("{path}.limits[{i}]");
         let index = (i as u64).to_le_bytes();
-        let limit = parse_limit(lv, &lpath, &[domain.as_bytes(), name.as_bytes(), &index, cost_id.as_bytes()])?;
-        if rule
-            .limits
-            .iter()
-            .any(|l| l.spec.algorithm == limit.spec.algorithm && l.spec.window_ms == limit.spec.window_ms)
-        {
-            return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
-        }
-        // A rule's concurrency slots are one set per client (no window in its key).
-        let concurrency = |l: &Limit| l.spec.algorithm == Algorithm::Concurrency;
-        if concurrency(&limit) && rule.limits.iter().any(concurrency) {
-            return Err(ConfigError::at(&lpath, "a rule has at most one concurrency limit"));
-        }
-        check_limit(&rule, &limit, i, &o, path)?;
+        let limit =
+            add_limit(&rule, lv, i, &o, path, &[domain.as_bytes(), name.as_bytes(), &index, cost_id.as_bytes()])?;
         rule.limits.push(limit);
     }
     if let Some(v) = o.value("lease") {
         rule.lease = Some(check_lease(&rule, parse_lease(v, &o.path_of("lease"))?, &o.path_of("lease"))?);
     }
-    // Policy names: the window, and the algorithm too where two limits share a window.
+    name_policies(&mut rule);
+    Ok(rule)
+}
+
+/// `key`: its parts, the path as the rule's match reads it.
+fn parse_key(o: &Obj<'_>, path: &str, matcher: &Matcher) -> Result<Vec<KeyPart>> {
+    let key_values = o.array("key")?.ok_or_else(|| ConfigError::at(&o.path_of("key"), "is required"))?;
+    if key_values.is_empty() {
+        return Err(ConfigError::at(&o.path_of("key"), "must name at least one part"));
+    }
+    key_values
+        .iter()
+        .enumerate()
+        .map(|(i, p)| parse_key_part(p, &format!("{path}.key[{i}]")))
+        // One resource, one identity: the path as the match reads it.
+        .map(|p| match p {
+            Ok(KeyPart::Path) if matcher.path_ignore_case => Ok(KeyPart::PathIgnoreCase),
+            other => other,
+        })
+        .collect()
+}
+
+/// Limit `i` of `rule` (`lv`), checked against its earlier limits and
+/// its cost; `salt` goes into its fingerprint.
+fn add_limit(rule: &Rule, lv: &Value, i: usize, o: &Obj<'_>, path: &str, salt: &[&[u8]]) -> Result<Limit> {
+    let lpath = format!("{path}.limits[{i}]");
+    let limit = parse_limit(lv, &lpath, salt)?;
+    if rule.limits.iter().any(|l| l.spec.algorithm == limit.spec.algorithm && l.spec.window_ms == limit.spec.window_ms)
+    {
+        return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
+    }
+    // A rule's concurrency slots are one set per client (no window in its key).
+    let concurrency = |l: &Limit| l.spec.algorithm == Algorithm::Concurrency;
+    if concurrency(&limit) && rule.limits.iter().any(concurrency) {
+        return Err(ConfigError::at(&lpath, "a rule has at most one concurrency limit"));
+    }
+    check_limit(rule, &limit, i, o, path)?;
+    Ok(limit)
+}
+
+/// Policy names: the window, and the algorithm too where two limits share
+/// a window.
+fn name_policies(rule: &mut Rule) {
     let windows: Vec<(u64, &'static str)> =
         rule.limits.iter().map(|l| (l.spec.window_ms, l.spec.algorithm.name())).collect();
     for (l, (window, algorithm)) in rule.limits.iter_mut().zip(&windows) {
@@ -279,7 +296,6 @@ pub fn parse_rule(v: &Value, path: &str, domain: &str) -> Result<Rule> {
         let shared = windows.iter().filter(|(w, _)| w == window).count() > 1;
         l.policy = policy_name(&rule.name, *window, shared.then_some(*algorithm));
     }
-    Ok(rule)
 }
 
 /// Whether units of `rule` can be leased: counted exactly before they are spent.
@@ -310,8 +326,9 @@ fn check_lease(rule: &Rule, lease: LeaseSettings, path: &str) -> Result<LeaseSet
 
 /// What a limit must satisfy given its rule's cost and failure policy.
 fn check_limit(rule: &Rule, limit: &Limit, i: usize, o: &Obj<'_>, path: &str) -> Result<()> {
-    // A reservation is the request's own: one past the capacity is refused
-    // as never fitting (429 without a wait), not a configuration error.
+    // A reservation is the request's own, capped at the capacity of the
+    // rule's smallest limit counting cost (pipeline/reservation.rs): never
+    // a configuration error.
     let reserving = rule.cost.reservation().is_some();
     let amount = if reserving { 1 } else { rule.request_amount(limit) };
     let capacity = limit.capacity();

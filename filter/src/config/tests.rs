@@ -190,9 +190,18 @@ fn each_bad_rule_is_refused_with_its_path_and_reason() {
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.default_output: is required: the output reserved for a request that states no bound"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"output_fields":[]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.output_fields: must list 1 to 8 request body fields"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"output_fields":["a..b"]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.output_fields: \"a..b\" has an empty key (keys are joined by single dots)"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a response_body cost read from event streams only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":{"json":"usage.total_tokens"},"default":1,"include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a response_body cost read from event streams only"),
+        (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-c","include_usage":true},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: applies to a cost known after the response only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"include_usage":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.include_usage: must be true or false"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"choices_fields":[]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.choices_fields: must list 1 to 8 request body fields"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"choices_fields":[8]}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.choices_fields: must list JSON field paths as strings"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"reservation":{"default_output":1,"input_bytes_per_unit":0}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation.input_bytes_per_unit: must be at least 1"),
         (r#"{"name":"api","key":["path"],"cost":{"request_header":"x-cost","reservation":{"default_output":1}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.reservation: applies to a cost known after the response only"),
         (r#"{"name":"api","key":["path"],"cost":{"response_header":"x-u","default":1,"prices":{"model":"model","models":{"a":{}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices: applies to a response_body cost only"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":[["usage.total_tokens","response.usage.total_tokens"]],"default":1,"prices":{"model":"model","models":{"a":{"usage.total_tokens":1}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices: weighs each field's one path: a field with alternative paths cannot be priced"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":[["usage.total_tokens",7]],"default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_body: must list JSON field paths as strings (or arrays of alternative paths)"),
+        (r#"{"name":"api","key":["path"],"cost":{"response_body":[[]],"default":1},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.response_body: must list 1 to 8 field paths, not 0"),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{"a":{"usage.x":1}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models.a.usage.x: is not one of the cost's response_body fields"),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{"a":{"usage.total_tokens":1000000000001}}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models.a.usage.total_tokens: must be an integer from -1000000000000 to 1000000000000"),
         (r#"{"name":"api","key":["path"],"cost":{"response_body":"usage.total_tokens","default":1,"prices":{"model":"model","models":{}}},"limits":[{"limit":5,"window":"1s"}]}"#, "rules[1].cost.prices.models: must price 1 to 256 models"),
@@ -306,6 +315,7 @@ fn costs_limits_and_headers_take_every_documented_form() {
             bytes_per_unit: BYTES_PER_UNIT,
             reservation: None,
             prices: None,
+            include_usage: false,
         }
     );
     assert_eq!((llm.limits[0].counts, llm.limits[1].counts), (Counts::Requests, Counts::Cost));

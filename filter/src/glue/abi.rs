@@ -35,6 +35,7 @@ extern "C" {
     fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
     fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
     fn proxy_get_buffer_bytes(kind: u32, start: usize, max: usize, data: *mut *mut u8, size: *mut usize) -> u32;
+    fn proxy_set_buffer_bytes(kind: u32, start: usize, length: usize, data: *const u8, size: usize) -> u32;
     fn proxy_get_header_map_pairs(kind: u32, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_get_header_map_value(
         kind: u32,
@@ -57,6 +58,7 @@ extern "C" {
         value: *const u8,
         value_size: usize,
     ) -> u32;
+    fn proxy_remove_header_map_value(kind: u32, key: *const u8, key_size: usize) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, value: *mut *mut u8, value_size: *mut usize) -> u32;
     fn proxy_get_shared_data(
         key: *const u8,
@@ -165,6 +167,13 @@ pub fn buffer(kind: u32, start: usize, max: usize) -> Result<Option<Vec<u8>>, St
     with_buffer(|d, s| unsafe { proxy_get_buffer_bytes(kind, start, max, d, s) })
 }
 
+/// Replaces bytes `start..start+length` of buffer `kind` with `data`
+/// (Envoy: only from the start, or past the end).
+pub fn set_buffer(kind: u32, start: usize, length: usize, data: &[u8]) -> Result<(), Status> {
+    // SAFETY: a live slice.
+    status(unsafe { proxy_set_buffer_bytes(kind, start, length, data.as_ptr(), data.len()) })
+}
+
 /// Every pair of header map `kind`, serialized.
 pub fn header_pairs(kind: u32) -> Result<Option<Vec<u8>>, Status> {
     // SAFETY: valid out-pointers.
@@ -187,6 +196,12 @@ pub fn add_header(kind: u32, name: &str, value: &str) -> Result<(), Status> {
 pub fn replace_header(kind: u32, name: &str, value: &str) -> Result<(), Status> {
     // SAFETY: live slices.
     status(unsafe { proxy_replace_header_map_value(kind, name.as_ptr(), name.len(), value.as_ptr(), value.len()) })
+}
+
+/// Removes every line of header `name` from map `kind`.
+pub fn remove_header(kind: u32, name: &str) -> Result<(), Status> {
+    // SAFETY: a live slice.
+    status(unsafe { proxy_remove_header_map_value(kind, name.as_ptr(), name.len()) })
 }
 
 /// A property by its path segments.

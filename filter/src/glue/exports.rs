@@ -116,17 +116,24 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
         let headers = worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0);
+        let rewrites = worker.rewrites_body(context);
         plugin.sync_tick(Some(context));
-        Some(headers)
+        Some((headers, rewrites))
     });
-    for (name, value) in headers.flatten().unwrap_or_default() {
+    let (headers, rewrites) = headers.flatten().unwrap_or_default();
+    for (name, value) in headers {
         let _ = abi::add_header(abi::RESPONSE_HEADERS, name, &value);
+    }
+    if rewrites {
+        // The body changes as it passes: its length is no longer known.
+        let _ = abi::remove_header(abi::RESPONSE_HEADERS, "content-length");
     }
     CONTINUE
 }
 
 /// A chunk of the response body: read only while a charge waits for the
-/// usage in it; it always passes on unchanged.
+/// usage in it, or while the usage the filter asked for is taken out of it
+/// (then what passes on is changed).
 #[no_mangle]
 pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_stream: u32) -> u32 {
     with_vm(|vm| {
@@ -139,7 +146,11 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
         // A chunk the host cannot hand over reads as nothing: the usage
         // then comes out missing or garbled, and the default is charged.
         let chunk = abi::buffer(abi::RESPONSE_BODY, 0, size).ok().flatten().unwrap_or_default();
-        worker.on_response_body(&host, context, &chunk, end_of_stream != 0);
+        if let Some(sent) = worker.on_response_body(&host, context, &chunk, end_of_stream != 0) {
+            if sent != chunk {
+                let _ = abi::set_buffer(abi::RESPONSE_BODY, 0, size, &sent);
+            }
+        }
         plugin.sync_tick(Some(context));
         Some(())
     });
@@ -209,14 +220,45 @@ pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end_of_stream
     }
 }
 
-/// Not needed by the filter: exported for hosts that call them anyway.
+/// A request's trailers: its body (if any) is whole. A request waiting for
+/// its body is decided now; one whose decision is out stays held (Envoy
+/// resumes a paused stream on a Continue here, decided or not).
 #[no_mangle]
-pub extern "C" fn proxy_on_request_trailers(_context: u32, _trailers: usize) -> u32 {
-    CONTINUE
+pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u32 {
+    let action = with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        // What the host buffered (nothing: no body came, an empty one).
+        let read =
+            |n: u64| abi::buffer(abi::REQUEST_BODY, 0, usize::try_from(n).ok()?).ok().map(Option::unwrap_or_default);
+        let action = worker.on_request_trailers(&host, context, &HostRequest, read);
+        plugin.sync_tick(Some(context));
+        Some(action)
+    });
+    match action {
+        // Not a stream of ours, or one decided.
+        Some(None | Some(Action::Continue)) => CONTINUE,
+        // Busy (never expected here): held, never let through undecided.
+        None | Some(Some(Action::Pause)) => PAUSE,
+    }
 }
 
+/// A response's trailers: its body is whole, and the usage read from it
+/// is charged now. (An event the usage was being taken out of that never
+/// ended cannot be sent here: readers drop such an event anyway.)
 #[no_mangle]
-pub extern "C" fn proxy_on_response_trailers(_context: u32, _trailers: usize) -> u32 {
+pub extern "C" fn proxy_on_response_trailers(context: u32, _trailers: usize) -> u32 {
+    with_vm(|vm| {
+        let root = *vm.streams.get(&context)?;
+        let plugin = vm.plugins.get_mut(&root)?;
+        let (worker, host) = plugin.split(Some(context));
+        if worker.reads_body(context) {
+            let _ = worker.on_response_body(&host, context, &[], true);
+            plugin.sync_tick(Some(context));
+        }
+        Some(())
+    });
     CONTINUE
 }
 

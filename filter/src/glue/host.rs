@@ -227,6 +227,25 @@ impl Host for HostCalls<'_> {
         let _ = abi::replace_header(abi::REQUEST_HEADERS, name, value);
     }
 
+    fn replace_request_body(&self, len: u64, body: &[u8]) -> bool {
+        let Ok(len) = usize::try_from(len) else { return false };
+        // The length first: a body the upstream would read short or long
+        // must never go out (a request without one is sent chunked).
+        let length = abi::header_value(abi::REQUEST_HEADERS, "content-length");
+        if matches!(length, Ok(Some(_)))
+            && abi::replace_header(abi::REQUEST_HEADERS, "content-length", &body.len().to_string()).is_err()
+        {
+            return false;
+        }
+        if abi::set_buffer(abi::REQUEST_BODY, 0, len, body).is_ok() {
+            return true;
+        }
+        if let Ok(Some(old)) = length {
+            let _ = abi::replace_header(abi::REQUEST_HEADERS, "content-length", &String::from_utf8_lossy(&old));
+        }
+        false
+    }
+
     fn resume(&self, stream: u32) {
         // A stream that is gone cannot be made effective: nothing to resume.
         if abi::set_effective_context(stream).is_ok() {

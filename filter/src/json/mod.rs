@@ -4,9 +4,11 @@
 //! path of the repetition (serde_json silently keeps the last one, so
 //! `"limit":5,"limit":1000000` enforced a million).
 
+mod members;
 mod parser;
 mod value;
 
+pub use members::{Member, ObjectText};
 pub use parser::{parse, parse_bounded, printable, JsonError, MAX_DEPTH};
 pub use value::Value;
 

@@ -48,17 +48,17 @@ pub fn parse_bounded(input: &[u8], max_depth: usize) -> Result<Value, JsonError>
     Ok(v)
 }
 
-enum Segment {
+pub(super) enum Segment {
     Key(String),
     Index(usize),
 }
 
-struct Parser<'a> {
-    input: &'a [u8],
-    pos: usize,
-    path: Vec<Segment>,
-    depth: usize,
-    max_depth: usize,
+pub(super) struct Parser<'a> {
+    pub(super) input: &'a [u8],
+    pub(super) pos: usize,
+    pub(super) path: Vec<Segment>,
+    pub(super) depth: usize,
+    pub(super) max_depth: usize,
 }
 
 impl Parser<'_> {
@@ -86,21 +86,21 @@ impl Parser<'_> {
         JsonError { path: self.path_text(), reason: reason.into() }
     }
 
-    fn syntax(&self, what: &str) -> JsonError {
+    pub(super) fn syntax(&self, what: &str) -> JsonError {
         JsonError { path: String::new(), reason: format!("not valid JSON at byte {}: {what}", self.pos) }
     }
 
-    fn peek(&self) -> Option<u8> {
+    pub(super) fn peek(&self) -> Option<u8> {
         self.input.get(self.pos).copied()
     }
 
-    fn skip_ws(&mut self) {
+    pub(super) fn skip_ws(&mut self) {
         while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
             self.pos += 1;
         }
     }
 
-    fn eat(&mut self, b: u8) -> bool {
+    pub(super) fn eat(&mut self, b: u8) -> bool {
         if self.peek() == Some(b) {
             self.pos += 1;
             true
@@ -118,7 +118,7 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self) -> Result<Value, JsonError> {
+    pub(super) fn value(&mut self) -> Result<Value, JsonError> {
         match self.peek() {
             Some(b'{') => self.object(),
             Some(b'[') => self.array(),
@@ -138,7 +138,7 @@ impl Parser<'_> {
     }
 
     /// Counts one more open array or object.
-    fn nest(&mut self) -> Result<(), JsonError> {
+    pub(super) fn nest(&mut self) -> Result<(), JsonError> {
         self.depth += 1;
         if self.depth > self.max_depth {
             return Err(self.error(format!("nested deeper than {} levels", self.max_depth)));
@@ -219,7 +219,7 @@ impl Parser<'_> {
         Ok(n)
     }
 
-    fn string(&mut self) -> Result<String, JsonError> {
+    pub(super) fn string(&mut self) -> Result<String, JsonError> {
         self.pos += 1;
         let mut out: Vec<u8> = Vec::new();
         loop {

@@ -22,6 +22,12 @@ pub fn body_refusal(problem: &BodyProblem, rule: &str, part: &str) -> LocalReply
         BodyProblem::NotCount => {
             refused(400, "bad_request_body", rule, &format!("{part} must be a non-negative integer"))
         }
+        BodyProblem::CaseVariant => refused(
+            400,
+            "bad_request_body",
+            rule,
+            &format!("{part} is also given as a key spelled in another letter case"),
+        ),
         BodyProblem::Unreadable => refused(400, "bad_request_body", rule, "the request body could not be read"),
     }
 }
@@ -61,6 +67,11 @@ mod tests {
                 BodyProblem::NotText,
                 400,
                 r#"{"error":"bad_request_body","rule":"llm","detail":"body:model must be a string or an integer"}"#,
+            ),
+            (
+                BodyProblem::CaseVariant,
+                400,
+                r#"{"error":"bad_request_body","rule":"llm","detail":"body:model is also given as a key spelled in another letter case"}"#,
             ),
             (
                 BodyProblem::Unreadable,

@@ -425,7 +425,13 @@ where
                     }
                 },
                 Cost::Response { reservation: Some(reservation), max, .. } => {
-                    match reservation::worst_case(req.body(), reservation, *max, settings, price.as_deref()) {
+                    let cap = rule
+                        .limits
+                        .iter()
+                        .filter(|l| l.counts == Counts::Cost)
+                        .map(Limit::capacity)
+                        .fold(*max, u64::min);
+                    match reservation::worst_case(req.body(), reservation, cap, settings, price.as_deref()) {
                         Ok(units) => units,
                         Err(_) if rule.shadow => continue,
                         Err((problem, part)) => {
@@ -798,3 +804,4 @@ use reads::{cached_denial, header_cost, part_name, window_offset};
 use response_fields::{ietf_fields, response_headers, Listed};
 use std::cell::RefCell;
 use std::sync::Arc;
+pub use verdicts::refunds_may_undo;

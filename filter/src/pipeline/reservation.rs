@@ -1,11 +1,14 @@
 //! What a request of a rule in reservation mode takes at admission: the
 //! worst its body allows (`config::Reservation`). The body's own bound on
 //! the output (the largest of the output fields, else the rule's default)
-//! plus its bytes as input, priced at its model's dearest usage field when
-//! the rule has prices, at most the cost's `max`, at least 1 (the script
-//! takes no empty amount).
+//! times the completions it asks for (`n`, `best_of`), plus its bytes as
+//! input, priced at its model's dearest usage field when the rule has
+//! prices; at most `cap` (the cost's `max`, and the capacity of the rule's
+//! smallest limit counting cost: a worst case past it could never be
+//! admitted, and would be refused with a Retry-After that never comes
+//! true), at least 1 (the script takes no empty amount).
 
-use crate::config::{BodyInvalid, BodySettings, Price, Reservation};
+use crate::config::{BodyInvalid, BodyPath, BodySettings, Price, Reservation};
 use crate::request::{Body, BodyProblem};
 
 /// What the request reserves, or why its body cannot say, with the field
@@ -14,38 +17,46 @@ use crate::request::{Body, BodyProblem};
 pub(super) fn worst_case(
     body: &Body,
     reservation: &Reservation,
-    max: u64,
+    cap: u64,
     settings: BodySettings,
     price: Option<&Price>,
 ) -> Result<u64, (BodyProblem, String)> {
     match read(body, reservation, settings.max_bytes) {
         // Priced: what that many units cost at the most expensive field.
-        Ok(units) => Ok(price.map_or(units, |p| p.most(units)).clamp(1, max.max(1))),
-        Err(_) if settings.invalid == BodyInvalid::Absent => Ok(max.max(1)),
+        Ok(units) => Ok(price.map_or(units, |p| p.most(units)).clamp(1, cap.max(1))),
+        Err(_) if settings.invalid == BodyInvalid::Absent => Ok(cap.max(1)),
         Err(e) => Err(e),
     }
 }
 
+/// The most field `fields` states (`None`: none is there).
+fn largest(body: &Body, fields: &[BodyPath], max_bytes: u64) -> Result<Option<u64>, (BodyProblem, String)> {
+    let mut most: Option<u64> = None;
+    for field in fields {
+        let stated = body.count(field.keys(), max_bytes).map_err(|p| (p, format!("body:{field}")))?;
+        most = most.max(stated);
+    }
+    Ok(most)
+}
+
 fn read(body: &Body, reservation: &Reservation, max_bytes: u64) -> Result<u64, (BodyProblem, String)> {
     let len = body.len_within(max_bytes).map_err(|p| (p, "the request body".to_string()))?;
-    let mut output: Option<u64> = None;
-    for field in &reservation.output_fields {
-        let stated = body.count(field.keys(), max_bytes).map_err(|p| (p, format!("body:{field}")))?;
-        output = output.max(stated);
-    }
+    let output = largest(body, &reservation.output_fields, max_bytes)?.unwrap_or(reservation.default_output);
+    let choices = largest(body, &reservation.choices_fields, max_bytes)?.unwrap_or(1).max(1);
     let input = len.div_ceil(reservation.input_bytes_per_unit.max(1));
-    Ok(output.unwrap_or(reservation.default_output).saturating_add(input))
+    Ok(output.saturating_mul(choices).saturating_add(input))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BodyPath, OUTPUT_FIELDS};
+    use crate::config::{CHOICES_FIELDS, OUTPUT_FIELDS};
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn reservation(default_output: u64, input_bytes_per_unit: u64) -> Reservation {
         let output_fields = OUTPUT_FIELDS.iter().map(|f| BodyPath::parse(f).unwrap()).collect();
-        Reservation { output_fields, default_output, input_bytes_per_unit }
+        let choices_fields = CHOICES_FIELDS.iter().map(|f| BodyPath::parse(f).unwrap()).collect();
+        Reservation { output_fields, choices_fields, default_output, input_bytes_per_unit }
     }
 
     fn reserve(body: &[u8], invalid: BodyInvalid) -> Result<u64, (BodyProblem, String)> {
@@ -64,6 +75,23 @@ mod tests {
         assert_eq!(reserve(none, BodyInvalid::Refuse), Ok(1000 + none.len() as u64), "null states no bound");
         let responses = br#"{"max_output_tokens":64}"#;
         assert_eq!(reserve(responses, BodyInvalid::Refuse), Ok(64 + responses.len() as u64));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn each_completion_asked_for_may_use_the_whole_output_bound() {
+        let n = br#"{"n":8,"max_tokens":3000}"#;
+        assert_eq!(reserve(n, BodyInvalid::Refuse), Ok(8 * 3000 + n.len() as u64));
+        let best_of = br#"{"n":2,"best_of":5,"max_tokens":100}"#;
+        assert_eq!(reserve(best_of, BodyInvalid::Refuse), Ok(5 * 100 + best_of.len() as u64), "the candidates");
+        let default = br#"{"n":3}"#;
+        assert_eq!(reserve(default, BodyInvalid::Refuse), Ok(3 * 1000 + default.len() as u64), "default_output each");
+        let zero = br#"{"n":0,"max_tokens":10}"#;
+        assert_eq!(reserve(zero, BodyInvalid::Refuse), Ok(10 + zero.len() as u64), "at least one");
+        let bad = br#"{"n":"8","max_tokens":10}"#;
+        assert_eq!(reserve(bad, BodyInvalid::Refuse), Err((BodyProblem::NotCount, "body:n".to_string())));
+        let case = br#"{"n":1,"N":8,"max_tokens":10}"#;
+        assert_eq!(reserve(case, BodyInvalid::Refuse), Err((BodyProblem::CaseVariant, "body:n".to_string())));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::{fallback_limit, Env, Pending, PlannedDecision, Verdict};
 use crate::algorithm::Algorithm;
-use crate::config::{Cost, FailureMode};
+use crate::config::{Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
@@ -61,8 +61,10 @@ impl Pending {
         if config.deny_cache.enabled && cacheable {
             let cache = DenyCache::new(env.shared, config.deny_cache.slots);
             // A concurrency denial is never cached: a slot frees whenever a
-            // stream ends, and the next request must see it.
-            for (l, s) in rule.limits.iter().zip(&shown).filter(|(l, _)| !concurrency(l)) {
+            // stream ends, and the next request must see it. Nor is a
+            // reservation's (see `refunds_may_undo`).
+            let cached = |l: &&crate::config::Limit| !concurrency(l) && !refunds_may_undo(rule, l);
+            for (l, s) in rule.limits.iter().zip(&shown).filter(|(l, _)| cached(l)) {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
                         let entry = DenyEntry {
@@ -121,4 +123,14 @@ impl Pending {
             Verdict::Denied(shown)
         }
     }
+}
+
+/// Whether a denial by limit `l` of `rule` may stop being true before the
+/// store's retry instant through refunds: a limit counting cost in
+/// reservation mode refused this request's worst case against what
+/// requests in flight hold, and their settlements (on any proxy) give back
+/// what they did not use; a smaller request may fit at once. Such a denial
+/// is never cached: the store decides each one.
+pub fn refunds_may_undo(rule: &Rule, l: &Limit) -> bool {
+    rule.cost.reservation().is_some() && l.counts == Counts::Cost
 }

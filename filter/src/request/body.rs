@@ -34,6 +34,10 @@ pub enum BodyProblem {
     NotText,
     /// The field is no non-negative integer (an output bound).
     NotCount,
+    /// A key on the field's path is also given spelled in another letter
+    /// case: an upstream matching keys without case (Go's encoding/json)
+    /// may read that one instead.
+    CaseVariant,
     /// The host could not hand the body over.
     Unreadable,
 }
@@ -61,12 +65,36 @@ impl Body {
     /// The non-negative integer at `keys` (`None`: absent or `null`), for
     /// a rule reading at most `max_bytes`.
     pub fn count(&self, keys: &[String], max_bytes: u64) -> Result<Option<u64>, BodyProblem> {
-        let doc = self.document(max_bytes)?;
-        match keys.iter().try_fold(doc, |v, k| v.get(k)).filter(|v| !v.is_null()) {
+        match self.lookup(keys, max_bytes)? {
             None => Ok(None),
             Some(Value::Number(Some(i), _)) => u64::try_from(*i).map(Some).map_err(|_| BodyProblem::NotCount),
             Some(_) => Err(BodyProblem::NotCount),
         }
+    }
+
+    /// The value at `keys` (`None`: absent or `null`), for a rule reading
+    /// at most `max_bytes`.
+    pub fn value(&self, keys: &[String], max_bytes: u64) -> Result<Option<&Value>, BodyProblem> {
+        self.lookup(keys, max_bytes)
+    }
+
+    /// The value at `keys` (`None`: absent or `null`), for a rule reading
+    /// at most `max_bytes`. Refused when an object on the way has another
+    /// key equal to the one looked for but for letter case: the upstream
+    /// must read the same field this rule reads.
+    fn lookup(&self, keys: &[String], max_bytes: u64) -> Result<Option<&Value>, BodyProblem> {
+        let mut at = self.document(max_bytes)?;
+        for key in keys {
+            let Some(members) = at.as_object() else { return Ok(None) };
+            if members.iter().any(|(k, _)| k != key && same_but_case(k, key)) {
+                return Err(BodyProblem::CaseVariant);
+            }
+            match members.iter().find(|(k, _)| k == key) {
+                Some((_, v)) => at = v,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(at).filter(|v| !v.is_null()))
     }
 
     /// The document, for a rule reading at most `max_bytes`.
@@ -84,15 +112,27 @@ impl Body {
     /// `max_bytes`: a string's bytes (escapes decoded: `"gpt\u002d4o"` is
     /// `gpt-4o`), an integer's decimal text.
     pub fn field(&self, keys: &[String], max_bytes: u64) -> Result<Cow<'_, [u8]>, BodyProblem> {
-        let doc = self.document(max_bytes)?;
-        let value = keys.iter().try_fold(doc, |v, k| v.get(k)).filter(|v| !v.is_null());
-        match value {
+        match self.lookup(keys, max_bytes)? {
             None => Err(BodyProblem::Missing),
             Some(Value::String(s)) => Ok(Cow::Borrowed(s.as_bytes())),
             Some(Value::Number(Some(i), _)) => Ok(Cow::Owned(i.to_string().into_bytes())),
             Some(_) => Err(BodyProblem::NotText),
         }
     }
+}
+
+/// Whether `a` and `b` are one key to a decoder that ignores case as Go's
+/// `encoding/json` does (Unicode simple folding: besides ASCII letters,
+/// U+017F `ſ` is an `s` and U+212A, the Kelvin sign, a `k`).
+fn same_but_case(a: &str, b: &str) -> bool {
+    fn fold(c: char) -> char {
+        match c {
+            '\u{17F}' => 's',
+            '\u{212A}' => 'k',
+            c => c.to_ascii_lowercase(),
+        }
+    }
+    a.chars().map(fold).eq(b.chars().map(fold))
 }
 
 /// Why the parser refused a body, without the path (which holds the
@@ -169,6 +209,28 @@ mod tests {
         assert_eq!(not_json(deep.as_bytes()), "it is nested deeper than 64 levels");
         let fine = format!("{{\"model\":\"m\",\"x\":{}{}}}", "[".repeat(63), "]".repeat(63));
         assert_eq!(text(fine.as_bytes(), "model"), Ok(b"m".to_vec()), "64 levels are fine");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_key_given_again_in_another_case_is_refused_on_the_path_read() {
+        let decoy = br#"{"model":"decoy-1","Model":"gpt-4o","max_tokens":1,"MAX_TOKENS":100000}"#;
+        assert_eq!(text(decoy, "model"), Err(BodyProblem::CaseVariant));
+        assert_eq!(Body::of(decoy).count(&keys("max_tokens"), 1 << 20), Err(BodyProblem::CaseVariant));
+        // Go folds these two non-ASCII letters to ASCII ones.
+        let kelvin = "{\"max_tokens\":1,\"max_to\u{212A}ens\":100000}";
+        assert_eq!(Body::of(kelvin.as_bytes()).count(&keys("max_tokens"), 1 << 20), Err(BodyProblem::CaseVariant));
+        assert_eq!(text("{\"stream\":1,\"\u{17F}tream\":2}".as_bytes(), "stream"), Err(BodyProblem::CaseVariant));
+        assert_eq!(
+            text(br#"{"meta":{"user":"a","USER":"b"}}"#, "meta.user"),
+            Err(BodyProblem::CaseVariant),
+            "at any depth"
+        );
+        assert_eq!(text(br#"{"META":{"user":"a"},"meta":{"user":"b"}}"#, "meta.user"), Err(BodyProblem::CaseVariant));
+        // Only the fields read count, and only as spelled otherwise.
+        assert_eq!(text(br#"{"model":"m","Other":1,"other":2}"#, "model"), Ok(b"m".to_vec()));
+        assert_eq!(text(br#"{"model":"m","models":"x","mode":"y"}"#, "model"), Ok(b"m".to_vec()));
+        assert_eq!(text(br#"{"Model":"gpt-4o"}"#, "model"), Err(BodyProblem::CaseVariant), "alone, too");
     }
 
     #[test]

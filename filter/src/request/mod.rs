@@ -7,6 +7,7 @@ mod body;
 mod credentials;
 mod header_list;
 mod path;
+mod usage_ask;
 
 use std::cell::OnceCell;
 
@@ -15,6 +16,7 @@ pub use body::{Body, BodyProblem, MAX_BODY_DEPTH};
 pub use credentials::{canonical_credentials, one_credential, OneCredential, AUTHORIZATION};
 pub use header_list::{members, one_line, one_member, trim_ows, HeaderList, OneValue};
 pub use path::normalize_path;
+pub use usage_ask::ask_for_usage;
 
 use crate::percent::decode;
 

@@ -11,10 +11,20 @@ pub const MAX_SEGMENTS: usize = 8;
 pub const MAX_SEGMENT_LEN: usize = 64;
 
 /// One or more JSON field paths, like `usage.total_tokens`, whose integer
-/// values are summed. A path names object members only (no array index):
+/// values are summed. A field may have alternative paths, each the same
+/// count in another API's shape (`usage.total_tokens` of a chat completion,
+/// `response.usage.total_tokens` of the Responses API): the first of them
+/// with a value counts. A path names object members only (no array index):
 /// a value inside an array never matches. Cheap to clone (shared).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageFields(Arc<[Path]>);
+pub struct UsageFields(Arc<Fields>);
+
+#[derive(Debug, PartialEq, Eq)]
+struct Fields {
+    paths: Vec<Path>,
+    /// The field each path reports (paths of one field are alternatives).
+    field_of: Vec<u8>,
+}
 
 /// One path: its keys, each `[A-Za-z0-9_-]`, 1 to [`MAX_SEGMENT_LEN`] bytes.
 #[derive(Debug, PartialEq, Eq)]
@@ -25,16 +35,26 @@ impl UsageFields {
     /// [`MAX_SEGMENTS`] keys joined by `.`; no path twice, and none the
     /// prefix of another (its value would be an object, not a count).
     pub fn parse(spec: &[&str]) -> Result<UsageFields, String> {
-        if spec.is_empty() || spec.len() > MAX_PATHS {
+        let fields: Vec<Vec<&str>> = spec.iter().map(|p| vec![*p]).collect();
+        UsageFields::parse_alternatives(&fields)
+    }
+
+    /// Like `parse`, each field given as its alternative paths (the first
+    /// with a value counts); at most [`MAX_PATHS`] paths in all.
+    pub fn parse_alternatives(fields: &[Vec<&str>]) -> Result<UsageFields, String> {
+        let spec: Vec<&str> = fields.iter().flatten().copied().collect();
+        if spec.is_empty() || spec.len() > MAX_PATHS || fields.iter().any(Vec::is_empty) {
             return Err(format!("must list 1 to {MAX_PATHS} field paths, not {}", spec.len()));
         }
+        let field_of: Vec<u8> =
+            fields.iter().enumerate().flat_map(|(f, alts)| std::iter::repeat_n(f as u8, alts.len())).collect();
         let mut paths: Vec<Path> = Vec::with_capacity(spec.len());
-        for text in spec {
+        for text in spec.iter().copied() {
             let path = parse_path(text)?;
             if let Some(other) =
-                paths.iter().zip(spec).find(|(p, _)| p.0.starts_with(&path.0) || path.0.starts_with(&p.0))
+                paths.iter().zip(spec.iter()).find(|(p, _)| p.0.starts_with(&path.0) || path.0.starts_with(&p.0))
             {
-                let (a, b) = if other.0 .0.len() <= path.0.len() { (*other.1, *text) } else { (*text, *other.1) };
+                let (a, b) = if other.0 .0.len() <= path.0.len() { (*other.1, text) } else { (text, *other.1) };
                 return Err(if a == b {
                     format!("\"{a}\" is listed twice")
                 } else {
@@ -43,22 +63,41 @@ impl UsageFields {
             }
             paths.push(path);
         }
-        Ok(UsageFields(paths.into()))
+        Ok(UsageFields(Arc::new(Fields { paths, field_of })))
     }
 
     /// The number of paths.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.0.paths.len()
+    }
+
+    /// Whether some field has alternative paths.
+    pub fn has_alternatives(&self) -> bool {
+        self.0.field_of.last().is_some_and(|&f| usize::from(f) + 1 < self.0.paths.len())
     }
 
     /// Key `index` of path `path`, or `None` past its end.
     pub(crate) fn segment(&self, path: usize, index: usize) -> Option<&[u8]> {
-        self.0.get(path).and_then(|p| p.0.get(index)).map(|s| &s[..])
+        self.0.paths.get(path).and_then(|p| p.0.get(index)).map(|s| &s[..])
     }
 
     /// The number of keys in path `path`.
     pub(crate) fn depth(&self, path: usize) -> usize {
-        self.0.get(path).map_or(0, |p| p.0.len())
+        self.0.paths.get(path).map_or(0, |p| p.0.len())
+    }
+
+    /// Each field's value from the values read per path (`values[p]`: path
+    /// `p`'s): its first alternative with one, if any.
+    pub(crate) fn field_values<'a>(&'a self, values: &'a [Option<u64>]) -> impl Iterator<Item = Option<u64>> + 'a {
+        let fields = self.0.field_of.last().map_or(0, |&f| usize::from(f) + 1);
+        (0..fields).map(move |f| {
+            self.0
+                .field_of
+                .iter()
+                .zip(values)
+                .find(|(of, v)| usize::from(**of) == f && v.is_some())
+                .and_then(|(_, v)| *v)
+        })
     }
 }
 
@@ -123,6 +162,24 @@ mod tests {
         assert_eq!(error(&[&wide]), format!("\"{wide}\" has a key longer than 64 bytes"));
         assert_eq!(error(&["usage.total tokens"]), "\"usage.total tokens\": keys may hold only A-Z a-z 0-9 _ -");
         assert_eq!(error(&["choices[0].x"]), "\"choices[0].x\": keys may hold only A-Z a-z 0-9 _ -");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_field_takes_the_first_of_its_alternatives_that_has_a_value() {
+        let f =
+            UsageFields::parse_alternatives(&[vec!["usage.total_tokens", "response.usage.total_tokens"], vec!["x"]])
+                .unwrap();
+        assert!(f.has_alternatives());
+        assert!(!UsageFields::parse(&["a", "b"]).unwrap().has_alternatives());
+        let each = |values: &[Option<u64>]| f.field_values(values).collect::<Vec<_>>();
+        assert_eq!(each(&[Some(5), None, Some(1)]), [Some(5), Some(1)]);
+        assert_eq!(each(&[None, Some(7), None]), [Some(7), None]);
+        assert_eq!(each(&[Some(5), Some(7), None]), [Some(5), None], "the first listed");
+        assert_eq!(
+            UsageFields::parse_alternatives(&[vec![], vec!["a"]]).unwrap_err(),
+            "must list 1 to 8 field paths, not 1"
+        );
     }
 
     #[test]

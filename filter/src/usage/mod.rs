@@ -52,10 +52,12 @@ mod fields;
 mod json;
 mod price;
 mod sse;
+mod strip;
 
 pub use decode::{DecodedReader, Encoding};
 pub use fields::{UsageFields, MAX_PATHS, MAX_SEGMENTS, MAX_SEGMENT_LEN};
 pub use price::Weighing;
+pub use strip::{UsageStripper, MAX_HELD};
 
 use json::{Document, Outcome};
 use sse::{EventSink, EventSplitter};
@@ -196,8 +198,8 @@ impl UsageReader {
             BodyFormat::Json => self.document.values(),
             BodyFormat::EventStream => &self.reported,
         };
-        let Usage::Found(sum) = total(values, self.price) else { return None };
-        Some((sum, values.iter().take(self.fields.len()).all(Option::is_some)))
+        let Usage::Found(sum) = total(&self.fields, values, self.price) else { return None };
+        Some((sum, self.fields.field_values(values).all(|v| v.is_some())))
     }
 
     /// The end of the body: what it reported. Later calls return the same,
@@ -212,10 +214,10 @@ impl UsageReader {
         let usage = match self.format {
             BodyFormat::Json => match self.document.end() {
                 Outcome::Complete { error: Some(reason), .. } | Outcome::Invalid(reason) => Usage::Garbled(reason),
-                Outcome::Complete { values, error: None } => total(&values, self.price),
+                Outcome::Complete { values, error: None } => total(&self.fields, &values, self.price),
             },
             // An event still open has no blank line: it is dropped.
-            BodyFormat::EventStream => total(&self.reported, self.price),
+            BodyFormat::EventStream => total(&self.fields, &self.reported, self.price),
         };
         self.result = Some(usage);
         usage
@@ -251,14 +253,15 @@ impl UsageReader {
     }
 }
 
-/// The sum of the values found, or what they cost at `price`, if any.
-fn total(values: &[Option<u64>], price: Option<Weighing>) -> Usage {
+/// The sum of the fields' values found, or what they cost at `price`
+/// (fields without alternatives: a weight per path), if any was found.
+fn total(fields: &UsageFields, values: &[Option<u64>], price: Option<Weighing>) -> Usage {
     if values.iter().all(Option::is_none) {
         return Usage::Missing;
     }
     match price {
         Some(p) => Usage::Found(p.cost(values)),
-        None => Usage::Found(values.iter().flatten().fold(0, |sum, v| sum.saturating_add(*v))),
+        None => Usage::Found(fields.field_values(values).flatten().fold(0, |sum, v| sum.saturating_add(v))),
     }
 }
 

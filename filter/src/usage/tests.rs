@@ -613,3 +613,28 @@ fn agrees_with_serde_json_on_generated_and_mutated_documents() {
     }
     assert!(found > 500, "the generator found a count only {found} times");
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn one_field_read_from_whichever_api_shape_the_answer_has() {
+    let f = UsageFields::parse_alternatives(&[vec!["usage.total_tokens", "response.usage.total_tokens"]]).unwrap();
+    let read = |format, body: &str| {
+        let mut r = UsageReader::new(&f, format, u64::MAX);
+        r.feed(body.as_bytes());
+        (r.so_far(), r.finish())
+    };
+    let chat = "data: {\"choices\":[],\"usage\":{\"total_tokens\":321}}\n\n";
+    assert_eq!(read(EventStream, chat), (Some((321, true)), Usage::Found(321)), "complete before [DONE]");
+    let responses = concat!(
+        "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"usage\":null}}\n\n",
+        "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"total_tokens\":60400}}}\n\n"
+    );
+    assert_eq!(read(EventStream, responses), (Some((60_400, true)), Usage::Found(60_400)));
+    assert_eq!(read(Json, r#"{"object":"response","usage":{"total_tokens":9}}"#).1, Usage::Found(9));
+    assert_eq!(read(EventStream, "data: {\"choices\":[]}\n\n"), (None, Usage::Missing));
+    // Summed fields stay incomplete until each has a value.
+    let sum = fields(&["message.usage.input_tokens", "usage.output_tokens"]);
+    let mut r = UsageReader::new(&sum, EventStream, u64::MAX);
+    r.feed(b"data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":25}}}\n\n");
+    assert_eq!(r.so_far(), Some((25, false)));
+}

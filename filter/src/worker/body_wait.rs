@@ -7,7 +7,7 @@
 use super::{Action, Host, Worker, MIN_TICK_MS};
 use crate::config::Config;
 use crate::metrics::Event;
-use crate::pipeline::body_timeout;
+use crate::pipeline::{body_timeout, Outcome};
 use crate::request::{Body, Request, RequestSource};
 use crate::response::{refused, LocalReply};
 
@@ -105,11 +105,14 @@ impl Worker {
         read: impl FnOnce(u64) -> Option<Vec<u8>>,
     ) -> BodyAction {
         let Some(wait) = self.body_waits.get_mut(&stream) else {
+            // A body not read whole passes a chunk at a time (`size`: this
+            // one), counted for the prompt a charge may have to estimate.
+            let Some(state) = self.streams.get_mut(&stream) else { return BodyAction::Continue };
+            state.request_bytes = state.request_bytes.saturating_add(size);
             // A host that delivers the body while the headers wait (Envoy
             // with allow_on_headers_stop_iteration) would let them go on a
             // Continue: never before the decision.
-            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
-            return if deciding { BodyAction::Hold } else { BodyAction::Continue };
+            return if state.pending.is_some() { BodyAction::Hold } else { BodyAction::Continue };
         };
         wait.seen = true;
         let max_bytes = wait.max_bytes;
@@ -117,17 +120,73 @@ impl Worker {
             return BodyAction::Buffer;
         }
         self.body_waits.remove(&stream);
-        let body = if size > max_bytes {
-            Body::TooLarge { len: size }
-        } else {
-            read(size).map_or(Body::Unreadable, |b| Body::of(&b))
+        let bytes = if size > max_bytes { None } else { read(size) };
+        let body = match &bytes {
+            _ if size > max_bytes => Body::TooLarge { len: size },
+            Some(b) => Body::of(b),
+            None => Body::Unreadable,
         };
-        let now = host.now_ms();
-        self.sweep(host, now);
-        match self.decide(host, stream, &Request::with_body(request, &body), now) {
+        match self.decide_with_body(host, stream, request, &body, bytes.as_deref()) {
             Action::Continue => BodyAction::Continue,
             Action::Pause => BodyAction::Buffer,
         }
+    }
+
+    /// Stream `stream`'s request trailers arrived: its body, if any, is
+    /// whole (the last chunk came without `end_of_stream`). A request
+    /// waiting for its body is decided now (`read(n)` hands over at most
+    /// `n` bytes of what the host buffered, empty when none came); one
+    /// whose decision is out stays held: a Continue here lets a paused
+    /// stream go (Envoy resumes it), decided or not.
+    pub fn on_request_trailers<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        read: impl FnOnce(u64) -> Option<Vec<u8>>,
+    ) -> Action {
+        let Some(wait) = self.body_waits.remove(&stream) else {
+            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
+            return if deciding { Action::Pause } else { Action::Continue };
+        };
+        let bytes = read(wait.max_bytes.saturating_add(1));
+        let body = match &bytes {
+            None => Body::Unreadable,
+            Some(b) if b.len() as u64 > wait.max_bytes => Body::TooLarge { len: b.len() as u64 },
+            Some(b) => Body::of(b),
+        };
+        let whole = bytes.as_deref().filter(|b| b.len() as u64 <= wait.max_bytes);
+        self.decide_with_body(host, stream, request, &body, whole)
+    }
+
+    /// Decides a request whose body is in (`bytes`, read as `body`), or
+    /// past every bound; a streamed request a rule charges the usage of is
+    /// made to ask for it first.
+    fn decide_with_body<H: Host, R: RequestSource + ?Sized>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        request: &R,
+        body: &Body,
+        bytes: Option<&[u8]>,
+    ) -> Action {
+        let now = host.now_ms();
+        self.sweep(host, now);
+        let req = Request::with_body(request, body);
+        let asked = match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
+            Some(Err(reply)) => return self.apply_now(host, stream, Outcome::Reply(reply), now),
+            Some(Ok(asked)) => asked,
+            None => false,
+        };
+        let action = self.decide(host, stream, &req, now);
+        if let Some(state) = self.streams.get_mut(&stream) {
+            state.asked_usage = asked;
+            state.request_bytes = match body {
+                Body::Read { len, .. } | Body::TooLarge { len } => *len,
+                Body::Unreadable => 0,
+            };
+        }
+        action
     }
 
     /// Answers 408 to each request whose body did not come in time.

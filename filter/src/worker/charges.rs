@@ -16,7 +16,7 @@ use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{fallback_limit, Charge};
+use crate::pipeline::{fallback_limit, refunds_may_undo, Charge};
 use crate::store::StoreError;
 
 /// Charges of one identity under one rule on their way to the store.
@@ -65,11 +65,12 @@ fn max_amount(rule: &Rule) -> u64 {
 }
 
 impl Worker {
-    /// Charges `reported` usage (nothing when it comes to 0): merged into
-    /// the client's charge still waiting for a call, else queued anew.
-    pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported) {
+    /// Charges `reported` usage of a request whose body was `prompt_bytes`
+    /// long (nothing when it comes to 0): merged into the client's charge
+    /// still waiting for a call, else queued anew.
+    pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported, prompt_bytes: u64) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        let units = amount(&rule.cost, charge.price.as_deref(), &reported);
+        let units = amount(&rule.cost, charge.price.as_deref(), &reported, prompt_bytes);
         host.count(charge.rule, Event::Charged);
         match &reported {
             Reported::Found(_) => {}
@@ -173,6 +174,9 @@ impl Worker {
                     let (Some(l), false, Some(retry)) = (rule.limits.get(limit), d.allowed, d.retry_after_ms) else {
                         continue;
                     };
+                    if refunds_may_undo(rule, l) {
+                        continue;
+                    }
                     if retry > 0 {
                         let entry = DenyEntry {
                             deny_until_ms: at.saturating_add(retry),

@@ -21,6 +21,10 @@ pub trait Host: SharedData + Metrics {
     /// Sets a header of the request whose headers callback runs now,
     /// before it leaves for the upstream (a host that cannot: nothing).
     fn set_request_header(&self, name: &str, value: &str);
+    /// Replaces the request body (all `len` bytes the host holds) of the
+    /// stream whose body callback runs now with `body`, and its
+    /// `content-length` if it has one; whether it did.
+    fn replace_request_body(&self, len: u64, body: &[u8]) -> bool;
     /// Lets the paused request of stream `stream` continue.
     fn resume(&self, stream: u32);
     /// Answers the request of stream `stream` with `reply`.

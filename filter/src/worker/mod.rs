@@ -23,6 +23,7 @@ mod leases;
 mod response;
 mod slots;
 mod stats;
+mod stream_usage;
 mod usage_watch;
 
 #[cfg(test)]
@@ -46,6 +47,7 @@ use crate::store::flow::Stage;
 use crate::store::script_call::ScriptCall;
 use crate::store::transport;
 use crate::store::StoreError;
+use crate::usage::UsageStripper;
 use usage_watch::{Decoders, UsageWatch};
 
 /// Decisions and charges waiting for a call, per worker, at most (one more
@@ -145,17 +147,38 @@ struct StreamState {
     usage: Vec<UsageWatch>,
     /// Concurrency slots held until the stream ends.
     holds: Vec<slots::HeldSlot>,
+    /// The filter made the request ask for its usage: the client's stream
+    /// is given back without it.
+    asked_usage: bool,
+    /// Taking the usage back out of the response body, once it began.
+    stripper: Option<UsageStripper>,
+    /// Request body bytes the filter saw (read whole, or counted as they
+    /// passed): what a charge without a usage report estimates the prompt from.
+    request_bytes: u64,
     created_ms: u64,
 }
 
 impl StreamState {
     fn new(now: u64) -> StreamState {
-        StreamState { pending: None, headers: Vec::new(), usage: Vec::new(), holds: Vec::new(), created_ms: now }
+        StreamState {
+            pending: None,
+            headers: Vec::new(),
+            usage: Vec::new(),
+            holds: Vec::new(),
+            asked_usage: false,
+            stripper: None,
+            request_bytes: 0,
+            created_ms: now,
+        }
     }
 
     /// Nothing left to do for it before it ends.
     fn done(&self) -> bool {
-        self.pending.is_none() && self.headers.is_empty() && self.usage.is_empty() && self.holds.is_empty()
+        self.pending.is_none()
+            && self.headers.is_empty()
+            && self.usage.is_empty()
+            && self.holds.is_empty()
+            && self.stripper.is_none()
     }
 }
 
@@ -480,7 +503,7 @@ impl Worker {
         }
         for mut watch in state.usage {
             let reported = watch.on_end();
-            self.submit_charge(host, watch.charge, reported);
+            self.submit_charge(host, watch.charge, reported, state.request_bytes);
         }
         given_back.extend(state.holds.into_iter().map(|h| h.hold));
         if !given_back.is_empty() {

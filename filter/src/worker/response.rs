@@ -16,6 +16,7 @@ impl Worker {
         response: &R,
         end_of_stream: bool,
     ) -> Headers {
+        self.strip_usage(stream, response);
         let Some(state) = self.streams.get_mut(&stream).filter(|s| s.pending.is_none()) else { return Vec::new() };
         let headers = std::mem::take(&mut state.headers);
         let mut due = Vec::new();
@@ -25,23 +26,31 @@ impl Worker {
                 None => state.usage.push(watch),
             }
         }
+        let prompt_bytes = state.request_bytes;
         if state.done() {
             self.streams.remove(&stream);
         }
         for (charge, reported) in due {
-            self.submit_charge(host, charge, reported);
+            self.submit_charge(host, charge, reported, prompt_bytes);
         }
         headers
     }
 
     /// Whether stream `stream`'s response body is being read for usage.
     pub fn reads_body(&self, stream: u32) -> bool {
-        self.streams.get(&stream).is_some_and(|s| s.usage.iter().any(UsageWatch::reads_body))
+        self.streams.get(&stream).is_some_and(|s| s.usage.iter().any(UsageWatch::reads_body) || s.stripper.is_some())
     }
 
-    /// A chunk of the response body passed.
-    pub fn on_response_body<H: Host>(&mut self, host: &H, stream: u32, chunk: &[u8], end_of_stream: bool) {
-        let Some(state) = self.streams.get_mut(&stream) else { return };
+    /// A chunk of the response body passed: what goes on in its place,
+    /// if it changes (see `rewrites_body`).
+    pub fn on_response_body<H: Host>(
+        &mut self,
+        host: &H,
+        stream: u32,
+        chunk: &[u8],
+        end_of_stream: bool,
+    ) -> Option<Vec<u8>> {
+        let state = self.streams.get_mut(&stream)?;
         let mut due = Vec::new();
         for mut watch in std::mem::take(&mut state.usage) {
             match watch.on_body(chunk, end_of_stream) {
@@ -49,11 +58,17 @@ impl Worker {
                 None => state.usage.push(watch),
             }
         }
+        let sent = state.stripper.as_mut().map(|s| s.feed(chunk, end_of_stream));
+        if end_of_stream {
+            state.stripper = None;
+        }
+        let prompt_bytes = state.request_bytes;
         if state.done() {
             self.streams.remove(&stream);
         }
         for (charge, reported) in due {
-            self.submit_charge(host, charge, reported);
+            self.submit_charge(host, charge, reported, prompt_bytes);
         }
+        sent
     }
 }

@@ -257,21 +257,26 @@ fn parse_header(value: Option<Vec<u8>>) -> Reported {
     n.map_or_else(|| Reported::Unreadable("the usage header is not an integer".into()), Reported::Found)
 }
 
-/// The amount to charge for `reported` under a rule's cost: the usage (at
-/// most `max`); without one, the estimate of what was delivered (an event
-/// stream: one unit per event; a JSON body: its bytes ÷ `bytes_per_unit`;
-/// at least what usage was read, at least `default`, at most `max`); an
-/// unreadable body: `max` (or `default`, if the rule says so); no response
-/// headers at all: `default` (or `max`, if the rule's `hang_up` says so).
-pub fn amount(cost: &Cost, price: Option<&Price>, reported: &Reported) -> u64 {
+/// The amount to charge for `reported` under a rule's cost, for a request
+/// whose body was `prompt_bytes` long: the usage (at most `max`). Without
+/// one, an estimate of what the upstream worked on: the prompt (its body
+/// bytes ÷ `bytes_per_unit`) plus what the response delivered (an event
+/// stream: one unit per event; a JSON body: its bytes ÷ `bytes_per_unit`),
+/// at least what usage was read, at least `default`, at most `max`. An
+/// unreadable body: `max` (or `default`, if the rule says so). No response
+/// headers at all (the client hung up first): the prompt, at least
+/// `default` (or `max`, if the rule's `hang_up` says so).
+pub fn amount(cost: &Cost, price: Option<&Price>, reported: &Reported, prompt_bytes: u64) -> u64 {
     let Cost::Response { default, max, unreadable, hang_up, bytes_per_unit, .. } = cost else { return 0 };
+    let per_unit = (*bytes_per_unit).max(1);
+    // Priced: the estimated units at the dearest field's price.
+    let priced = |units: u64| price.map_or(units, |p| p.most(units));
+    let prompt = prompt_bytes.div_ceil(per_unit);
     match reported {
         Reported::Found(n) => (*n).min(*max),
         Reported::Missing(d) => {
-            let estimate = if d.event_stream { d.events } else { d.bytes.div_ceil((*bytes_per_unit).max(1)) };
-            // Priced: the estimated units at the dearest field's price.
-            let estimate = price.map_or(estimate, |p| p.most(estimate));
-            estimate.max(d.partial.unwrap_or(0)).max(*default).min(*max)
+            let delivered = if d.event_stream { d.events } else { d.bytes.div_ceil(per_unit) };
+            priced(prompt.saturating_add(delivered)).max(d.partial.unwrap_or(0)).max(*default).min(*max)
         }
         Reported::Unreadable(_) => match unreadable {
             Unreadable::Max => *max,
@@ -279,7 +284,7 @@ pub fn amount(cost: &Cost, price: Option<&Price>, reported: &Reported) -> u64 {
         },
         Reported::NoResponse => match hang_up {
             HangUp::Max => *max,
-            HangUp::Default => *default,
+            HangUp::Default => priced(prompt).max(*default).min(*max),
         },
     }
 }
@@ -306,6 +311,7 @@ mod tests {
             bytes_per_unit: 4,
             reservation: None,
             prices: None,
+            include_usage: false,
         }
     }
 
@@ -332,12 +338,30 @@ mod tests {
             (Reported::Unreadable("x".into()), 10_000),
         ];
         for (reported, want) in cases {
-            assert_eq!(amount(&c, None, &reported), want, "{reported:?}");
+            assert_eq!(amount(&c, None, &reported, 0), want, "{reported:?}");
         }
-        assert_eq!(amount(&cost(Unreadable::Default), None, &Reported::Unreadable("x".into())), 100);
-        assert_eq!(amount(&c, None, &Reported::NoResponse), 100, "hung up before the headers: default");
-        assert_eq!(amount(&cost_of(Unreadable::Default, HangUp::Max), None, &Reported::NoResponse), 10_000);
-        assert_eq!(amount(&Cost::Fixed(3), None, &Reported::Found(5)), 0, "a fixed cost is never charged after");
+        assert_eq!(amount(&cost(Unreadable::Default), None, &Reported::Unreadable("x".into()), 0), 100);
+        assert_eq!(amount(&c, None, &Reported::NoResponse, 0), 100, "hung up before the headers: default");
+        assert_eq!(amount(&cost_of(Unreadable::Default, HangUp::Max), None, &Reported::NoResponse, 0), 10_000);
+        assert_eq!(amount(&Cost::Fixed(3), None, &Reported::Found(5), 0), 0, "a fixed cost is never charged after");
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_stream_without_a_usage_report_pays_its_prompt_and_what_it_was_delivered() {
+        let c = cost(Unreadable::Max);
+        let stream =
+            |events| Reported::Missing(Delivered { bytes: events * 200, events, event_stream: true, partial: None });
+        // A 4,000-byte prompt is 1,000 units at 4 bytes a unit.
+        assert_eq!(amount(&c, None, &stream(1), 4_000), 1_001, "hung up after the first event");
+        assert_eq!(amount(&c, None, &stream(10), 4_000), 1_010, "a stream that ended without its usage");
+        assert_eq!(amount(&c, None, &json(4_000), 4_001), 1_001 + 1_000, "a JSON answer without usage");
+        assert_eq!(amount(&c, None, &stream(10), 400_000), 10_000, "at most max");
+        assert_eq!(amount(&c, None, &stream(10), 40), 100, "at least default");
+        assert_eq!(amount(&c, None, &Reported::NoResponse, 4_000), 1_000, "gone before the headers: the prompt");
+        assert_eq!(amount(&c, None, &Reported::Found(7), 4_000), 7, "a report is what is charged");
+        let max = cost_of(Unreadable::Max, HangUp::Max);
+        assert_eq!(amount(&max, None, &Reported::NoResponse, 40), 10_000, "hang_up max: max");
     }
 
     #[test]

@@ -219,17 +219,30 @@ impl Host {
             &[Val::I32(context as i32), Val::I32(n), Val::I32(headers_end)],
         );
         // The body whole, at once, as Envoy with allow_on_headers_stop_iteration
-        // hands it to a filter whose headers wait (or that let them go).
+        // hands it to a filter whose headers wait (or that let them go);
+        // then the trailers, if any, with the body still readable (as
+        // Envoy's buffered body is). A Continue resumes a paused stream.
         if let Some(body) = &request.body {
-            let replied = v.store.data().streams.get(&context).is_none_or(|s| matches!(s.state, State::Replied(_)));
-            if !replied {
+            let live =
+                |v: &Vm| v.store.data().streams.get(&context).is_some_and(|s| !matches!(s.state, State::Replied(_)));
+            if live(v) {
                 v.store.data_mut().request_body = Some(body.clone());
                 let size = Val::I32(body.len() as i32);
-                let body_action =
-                    v.enter(context, "proxy_on_request_body", &[Val::I32(context as i32), size, Val::I32(1)]);
-                v.store.data_mut().request_body = None;
+                let end = Val::I32(i32::from(request.trailers.is_none()));
+                let body_action = v.enter(context, "proxy_on_request_body", &[Val::I32(context as i32), size, end]);
                 if action != Some(0) {
                     action = body_action;
+                }
+                if let Some(trailers) = request.trailers.as_ref().filter(|_| live(v)) {
+                    let n = Val::I32(trailers.len() as i32);
+                    let trailers_action = v.enter(context, "proxy_on_request_trailers", &[Val::I32(context as i32), n]);
+                    if action != Some(0) {
+                        action = trailers_action;
+                    }
+                }
+                let sent = v.store.data_mut().request_body.take();
+                if let Some(stream) = v.store.data_mut().streams.get_mut(&context) {
+                    stream.upstream_body = sent;
                 }
             }
         }
@@ -287,34 +300,50 @@ impl Host {
         response
     }
 
-    /// The backend answers a request let through with `:status` 200 and
-    /// `headers` (`proxy_on_response_headers`); `end_of_stream`: no body
-    /// follows. Returns the headers as the filter left them. The stream
-    /// stays live: its body follows (`response_body`), then `close`.
-    pub fn respond(&mut self, id: StreamId, headers: &[(&str, &str)], end_of_stream: bool) -> HeaderMap {
+    /// The request body of a live stream as it went on (after the
+    /// filter's changes); `None` for a request without one.
+    pub fn upstream_body(&self, id: StreamId) -> Option<Vec<u8>> {
+        let stream = self.vms[id.vm].store.data().streams.get(&id.context);
+        stream.unwrap_or_else(|| panic!("stream {id:?} has ended")).upstream_body.clone()
+    }
+
+    /// The backend answers a request the filter let through: 200 with
+    /// `headers` and a body in `chunks`, each run through
+    /// `proxy_on_response_body` (`end_of_stream`: the last chunk ends the
+    /// body; else the stream stays open, as one cut short). The response
+    /// the client gets: the headers and the bytes the filter let pass.
+    pub fn respond(
+        &mut self,
+        id: StreamId,
+        headers: &[(&str, &str)],
+        chunks: &[&[u8]],
+        end_of_stream: bool,
+    ) -> Response {
         assert_eq!(self.state(id), State::Continued, "stream {id:?} was not let through");
         let mut fields = vec![(":status", "200")];
         fields.extend_from_slice(headers);
-        let headers = HeaderMap::from_text(&fields);
+        let map = HeaderMap::from_text(&fields);
+        let c = Val::I32(id.context as i32);
         let v = &mut self.vms[id.vm];
-        v.store.data_mut().streams.get_mut(&id.context).expect("live").response_headers = Some(headers.clone());
-        let args = [Val::I32(id.context as i32), Val::I32(headers.len() as i32), Val::I32(i32::from(end_of_stream))];
-        v.enter(id.context, "proxy_on_response_headers", &args);
-        self.schedule_ticks();
-        let stream = &self.vms[id.vm].store.data().streams[&id.context];
-        stream.response_headers.clone().unwrap_or_default()
+        v.store.data_mut().streams.get_mut(&id.context).expect("live").response_headers = Some(map.clone());
+        let headers_end = Val::I32(i32::from(chunks.is_empty() && end_of_stream));
+        v.enter(id.context, "proxy_on_response_headers", &[c, Val::I32(map.len() as i32), headers_end]);
+        let mut body = Vec::new();
+        for (i, chunk) in chunks.iter().enumerate() {
+            v.store.data_mut().response_body = Some(chunk.to_vec());
+            let end = Val::I32(i32::from(end_of_stream && i + 1 == chunks.len()));
+            v.enter(id.context, "proxy_on_response_body", &[c, Val::I32(chunk.len() as i32), end]);
+            body.extend(v.store.data_mut().response_body.take().unwrap_or_default());
+        }
+        let headers = v.store.data().streams[&id.context].response_headers.clone().unwrap_or_default();
+        Response { status: 200, headers, body: String::from_utf8_lossy(&body).into_owned(), local: false }
     }
 
-    /// One chunk of the response body (`proxy_on_response_body`, the
-    /// chunk readable as buffer 1 during it); `end_of_stream`: the last.
-    pub fn response_body(&mut self, id: StreamId, chunk: &[u8], end_of_stream: bool) {
-        let v = &mut self.vms[id.vm];
-        assert!(v.store.data().streams.contains_key(&id.context), "stream {id:?} has ended");
-        v.store.data_mut().response_body = Some(chunk.to_vec());
-        let args = [Val::I32(id.context as i32), Val::I32(chunk.len() as i32), Val::I32(i32::from(end_of_stream))];
-        v.enter(id.context, "proxy_on_response_body", &args);
-        v.store.data_mut().response_body = None;
-        self.schedule_ticks();
+    /// `respond` with the whole body, then the stream closes.
+    pub fn finish_body(&mut self, id: StreamId, headers: &[(&str, &str)], chunks: &[&[u8]]) -> Response {
+        let response = self.respond(id, headers, chunks, true);
+        self.close(id);
+        response
     }
 
     /// Ends a stream now, decided or not (the client went away): the

@@ -18,6 +18,9 @@ pub struct Request {
     /// The body, sent whole after the headers (none: the headers end the
     /// stream).
     pub body: Option<Vec<u8>>,
+    /// Trailers ending the stream after the body (HTTP/2): the body's last
+    /// chunk then comes without `end_of_stream`.
+    pub trailers: Option<HeaderMap>,
 }
 
 impl Request {
@@ -37,12 +40,20 @@ impl Request {
             ]),
             source: "10.0.0.1:40000".into(),
             body: None,
+            trailers: None,
         }
     }
 
     /// With `body`, sent whole after the headers.
     pub fn body(mut self, body: &[u8]) -> Request {
         self.body = Some(body.to_vec());
+        self
+    }
+
+    /// Ended by these trailers after its body (an empty body if none was set).
+    pub fn trailers(mut self, fields: &[(&str, &str)]) -> Request {
+        self.body.get_or_insert_with(Vec::new);
+        self.trailers = Some(HeaderMap::from_text(fields));
         self
     }
 
@@ -137,6 +148,8 @@ pub struct Stream {
     /// Whether the request headers can still be read or changed: Envoy lets
     /// go of them once `proxy_on_request_headers` returned Continue.
     pub request_map_open: bool,
+    /// The request body as it went on, after the filter's changes.
+    pub upstream_body: Option<Vec<u8>>,
 }
 
 impl Stream {
@@ -150,6 +163,7 @@ impl Stream {
             properties,
             state: State::Waiting,
             request_map_open: true,
+            upstream_body: None,
         }
     }
 }

@@ -100,9 +100,10 @@ pub struct VmState {
     pub streams: BTreeMap<u32, Stream>,
     /// What the running callback may read.
     pub callback: Option<Callback>,
-    /// The request body (buffer type 0), during `proxy_on_request_body`.
+    /// The request body (buffer type 0), during `proxy_on_request_body`
+    /// and `proxy_on_request_trailers`.
     pub request_body: Option<Vec<u8>>,
-    /// The response body's chunk (buffer type 1), during `proxy_on_response_body`.
+    /// The response body chunk (buffer type 1), during `proxy_on_response_body`.
     pub response_body: Option<Vec<u8>>,
     /// Next HTTP-call token: 4, 8, 12, ... (≡ 0 mod 4).
     pub next_http_token: u32,

@@ -23,7 +23,7 @@ const PER_MODEL: &str = r#"{"name":"llm","match":{"path_prefix":"/v1/","methods"
 
 /// Lets the body reach the filter while the headers wait (Envoy 1.40:
 /// without it a paused filter sees no body until it resumes).
-const STOP_ITERATION: Edit<'static> = Edit {
+pub const STOP_ITERATION: Edit<'static> = Edit {
     from: "failure_policy: FAIL_RELOAD",
     to: "failure_policy: FAIL_RELOAD\n                allow_on_headers_stop_iteration: true",
 };

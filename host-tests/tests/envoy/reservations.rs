@@ -77,7 +77,7 @@ fn each_response_settles_its_reservation_to_what_it_used() {
     // A stream (stream_options.include_usage): its last event's usage.
     let streamed = r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":90}"#;
     let a = chat(port, "k", streamed, &[("x-usage", "41"), ("x-stream", "20")]);
-    assert_eq!((a.status, a.body.matches("data: ").count()), (200, 21), "read whole");
+    assert_eq!((a.status, a.body.matches("data: ").count()), (200, 22), "read whole: 20 chunks, the usage, [DONE]");
     wait_charged(&stack, "k", 37 + 41, false);
     // No bound stated: 300 reserved; the upstream used more: charged all of it.
     assert_eq!(chat(port, "k", r#"{"model":"m"}"#, &[("x-usage", "2000")]).status, 200);

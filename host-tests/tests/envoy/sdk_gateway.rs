@@ -190,7 +190,8 @@ fn a_budget_in_money_across_models_is_charged_to_the_micro_dollar() {
         TEST_TIMEOUT,
         Edit { from: r#""key": ["header:authorization", "body:model"],"#, to: r#""key": ["header:authorization"],"# },
         Edit {
-            from: r#""cost": { "response_body": "usage.total_tokens", "default": 1000, "max": 200000, "hang_up": "max","#,
+            from: r#""cost": { "response_body": [["usage.total_tokens", "response.usage.total_tokens"]],
+                                    "default": 1000, "max": 200000, "hang_up": "max", "include_usage": true,"#,
             to: r#""cost": { "response_body": ["usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens"],
                                     "default": 1000, "max": 200000, "hang_up": "max",
                                     "prices": { "model": "model", "per": 1000000, "models": {
@@ -224,4 +225,40 @@ except openai.BadRequestError as e:
     // 1,000 × 0.15 + 333 × 0.6 = 349.8, rounded up: 350.
     wait_stat(&gw, "charged_units", 7_000 + 350);
     assert_eq!(window_held(&gw), 7_350, "both reservations settled to the micro-dollar");
+}
+
+#[test]
+fn a_stream_with_the_sdks_default_options_is_charged_its_usage_and_shows_none() {
+    let gw = LlmGateway::start(&[TEST_TIMEOUT]);
+    let out = python(
+        &format!(
+            "{CLIENT}{}",
+            r#"
+chunks = list(client(0, 321, **{"x-stream": "4"}).chat.completions.create(model="gpt-4o", messages=hi, stream=True))
+print(len(chunks), [c.usage for c in chunks].count(None), sum(1 for c in chunks if not c.choices))
+"#
+        ),
+        gw.envoy.port,
+    );
+    assert_eq!(out, "4 4 0", "four chunks, none with a usage, none without choices: what OpenAI sends");
+    wait_stat(&gw, "charges", 1);
+    assert_eq!(gw.stat("charged_units"), 321);
+}
+
+#[test]
+fn a_responses_api_stream_is_charged_the_usage_of_its_completed_event() {
+    let gw = LlmGateway::start(&[TEST_TIMEOUT]);
+    let out = python(
+        &format!(
+            "{CLIENT}{}",
+            r#"
+events = list(client(0, 60400, **{"x-stream": "3", "x-prompt": "400"}).responses.create(model="gpt-4o", input="hi", stream=True))
+print(events[-1].type, events[-1].response.usage.total_tokens)
+"#
+        ),
+        gw.envoy.port,
+    );
+    assert_eq!(out, "response.completed 60400");
+    wait_stat(&gw, "charges", 1);
+    assert_eq!(gw.stat("charged_units"), 60_400, "past its reservation: the rest charged");
 }

@@ -129,7 +129,8 @@ fn a_client_hanging_up_before_the_response_headers_pays_max() {
 #[test]
 fn a_body_cut_before_its_usage_is_charged_what_it_delivered() {
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
-    // 400,000 bytes of a 2 MB answer at 4 bytes a token: 100,000.
+    // 400,000 bytes of a 2 MB answer at 4 bytes a token: 100,000; and the
+    // prompt, CHAT's 67 bytes: 17.
     let cut = |token: &str, bytes: &str| {
         let raw = host_tests::raw_http::RawRequest::new("POST", b"/v1/chat/completions")
             .header("authorization", auth(token).as_bytes())
@@ -139,10 +140,10 @@ fn a_body_cut_before_its_usage_is_charged_what_it_delivered() {
         let _ = raw.send_body(gw.envoy.port, CHAT.as_bytes(), 0);
     };
     cut("sk-cut-400k", "400000");
-    wait_charged(&gw, 100_000);
-    // After a megabyte, more than the default of 1,000: the max, 200,000.
+    wait_charged(&gw, 100_017);
+    // After a megabyte: past the max, 200,000.
     cut("sk-cut-1m", "1000000");
-    wait_charged(&gw, 300_000);
+    wait_charged(&gw, 300_017);
     assert_eq!(gw.stat("usage_missing"), 2);
 }
 

@@ -1,8 +1,10 @@
 //! Response bodies that report a cost (`tkb`, `rvt`), cut at any chunk,
 //! and what the filter is to charge for each (docs/token-budgets.md:
-//! usage read whole is charged as is; without it, an estimate of what was
-//! delivered: an event stream's events, a JSON body's bytes ÷ 4, never
-//! below `default`; a client gone before the response pays `default`).
+//! usage read whole is charged as is; without it, an estimate of what the
+//! upstream worked on: the prompt (the request body's bytes ÷ 4) and what
+//! was delivered (an event stream's events, a JSON body's bytes ÷ 4),
+//! never below `default`; a client gone before the response pays its
+//! prompt, at least `default`).
 
 /// A body's chunks and its content type.
 pub struct Body {
@@ -46,9 +48,9 @@ pub fn body(shape: u64, usage: u64) -> Body {
 }
 
 /// What a response of shape `shape` reporting `usage` is charged when the
-/// stream ends after `delivered` of its chunks (`complete`: the last one
-/// ended the stream), under `default` and `max`.
-pub fn charge(shape: u64, usage: u64, delivered: usize, default: u64, max: u64) -> u64 {
+/// stream ends after `delivered` of its chunks, for a request whose body
+/// was `prompt` units, under `default` and `max`.
+pub fn charge(shape: u64, usage: u64, delivered: usize, prompt: u64, default: u64, max: u64) -> u64 {
     let b = body(shape, usage);
     let sent = &b.chunks[..delivered.min(b.chunks.len())];
     let bytes: u64 = sent.iter().map(|c| c.len() as u64).sum();
@@ -59,7 +61,7 @@ pub fn charge(shape: u64, usage: u64, delivered: usize, default: u64, max: u64) 
         2 => delivered >= 3,
         _ => false,
     };
-    let estimate = if shape >= 2 { events } else { bytes.div_ceil(4) };
+    let estimate = prompt + if shape >= 2 { events } else { bytes.div_ceil(4) };
     if usage_read {
         usage.min(max)
     } else {
@@ -74,15 +76,17 @@ mod tests {
     #[test]
     fn charges_follow_what_was_delivered() {
         // Whole bodies: the usage, or the estimate.
-        assert_eq!(charge(0, 42, 3, 5, 5000), 42);
-        assert_eq!(charge(2, 42, 4, 5, 5000), 42);
+        assert_eq!(charge(0, 42, 3, 0, 5, 5000), 42);
+        assert_eq!(charge(2, 42, 4, 0, 5, 5000), 42);
         let json_bytes: u64 = body(1, 0).chunks.iter().map(|c| c.len() as u64).sum();
-        assert_eq!(charge(1, 42, 3, 5, 5000), json_bytes.div_ceil(4));
-        assert_eq!(charge(3, 42, 4, 5, 5000), 5, "3 events, below the default");
+        assert_eq!(charge(1, 42, 3, 0, 5, 5000), json_bytes.div_ceil(4));
+        assert_eq!(charge(1, 42, 3, 5, 5, 5000), json_bytes.div_ceil(4) + 5, "and the prompt");
+        assert_eq!(charge(3, 42, 4, 0, 5, 5000), 5, "3 events, below the default");
+        assert_eq!(charge(3, 42, 4, 5, 5, 5000), 8);
         // Cut short: usage read whole counts; else the estimate.
-        assert_eq!(charge(0, 42, 0, 5, 5000), 5);
-        assert_eq!(charge(0, 42, 1, 5, 5000), 42);
-        assert_eq!(charge(2, 42, 2, 1, 5000), 2);
-        assert_eq!(charge(0, 9000, 3, 5, 5000), 5000, "at most max");
+        assert_eq!(charge(0, 42, 0, 0, 5, 5000), 5);
+        assert_eq!(charge(0, 42, 1, 0, 5, 5000), 42);
+        assert_eq!(charge(2, 42, 2, 0, 1, 5000), 2);
+        assert_eq!(charge(0, 9000, 3, 0, 5, 5000), 5000, "at most max");
     }
 }

@@ -21,32 +21,32 @@ pub fn end(world: &mut World, i: usize, hang_up: bool, usage: u64, cut: u64, sha
     let admitted = world.hosts[proxy].state(id) == State::Continued;
     // A response uses at most what its request reserved.
     let usage = if t.reserved > 0 { 1 + (usage - 1) % t.reserved } else { usage };
+    let prompt_bytes = t.prompt_bytes;
     let host = &mut world.hosts[proxy];
     let mut headers = None;
     let mut owed = None;
+    // What the upstream worked on: the request body's units (4 bytes each).
+    let prompt = prompt_bytes.div_ceil(4);
     if !admitted || (hang_up && cut == 0) {
         host.close(id);
-        // Let through, gone before the response: the default.
-        owed = admitted.then_some(rule.default_cost);
+        // Let through, gone before the response: the prompt, at least the default.
+        owed = admitted.then_some(prompt.max(rule.default_cost).min(MAX_COST));
     } else {
         match rule.kind {
             Kind::ChargedHeader | Kind::Reserved => {
-                let h = host.respond(id, &[("x-usage", &usage.to_string()), ("content-length", "0")], true);
-                headers = Some(h);
+                let r = host.respond(id, &[("x-usage", &usage.to_string()), ("content-length", "0")], &[], true);
+                headers = Some(r.headers);
                 owed = Some(usage);
             }
             Kind::ChargedBody | Kind::ReservedBody => {
                 let b = body(shape, usage);
-                let h = host.respond(id, &[("content-type", b.content_type)], false);
-                headers = Some(h);
-                let n = b.chunks.len();
-                let delivered = if hang_up { (cut - 1) as usize } else { n };
-                for (k, chunk) in b.chunks.iter().take(delivered).enumerate() {
-                    host.response_body(id, chunk.as_bytes(), !hang_up && k + 1 == n);
-                }
-                owed = Some(charge(shape, usage, delivered, rule.default_cost, MAX_COST));
+                let delivered = if hang_up { (cut - 1) as usize } else { b.chunks.len() };
+                let chunks: Vec<&[u8]> = b.chunks.iter().take(delivered).map(|c| c.as_bytes()).collect();
+                let r = host.respond(id, &[("content-type", b.content_type)], &chunks, !hang_up);
+                headers = Some(r.headers);
+                owed = Some(charge(shape, usage, delivered, prompt, rule.default_cost, MAX_COST));
             }
-            _ => headers = Some(host.respond(id, &[("content-length", "0")], true)),
+            _ => headers = Some(host.respond(id, &[("content-length", "0")], &[], true).headers),
         }
         host.close(id);
     }

@@ -202,6 +202,8 @@ pub struct Tracked {
     pub user: usize,
     /// Units it reserves at admission (`rv`, `rvt`).
     pub reserved: u64,
+    /// Its request body's bytes.
+    pub prompt_bytes: u64,
     /// Still live (not ended, not gone with its VM).
     pub live: bool,
     /// The step it began at.
@@ -516,6 +518,7 @@ impl World<'_> {
             _ => (Request::get(&path), 0),
         };
         let request = request.header("x-user", &self.user(user));
+        let prompt_bytes = request.body.as_ref().map_or(0, |b| b.len() as u64);
         let expected = match r.kind {
             RuleKind::SlotAndWindow => {
                 let cc = self.rules.index("cc").unwrap();
@@ -530,6 +533,7 @@ impl World<'_> {
         self.stats.requests += 1;
         self.streams.push(Tracked {
             begin_id,
+            prompt_bytes,
             proxy,
             id,
             rule,

@@ -31,6 +31,7 @@ mod random_statuses;
 mod redis_calls;
 mod repeated_headers;
 mod reply_failures;
+mod request_trailers;
 mod reservations;
 mod retry_after;
 mod status_scenario;

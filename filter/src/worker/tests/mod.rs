@@ -23,6 +23,7 @@ struct FakeHost {
     fail_send: Cell<bool>,
     resumed: RefCell<Vec<u32>>,
     request_headers: RefCell<Vec<(String, String)>>,
+    request_bodies: RefCell<Vec<(u64, Vec<u8>)>>,
     replied: RefCell<Vec<(u32, LocalReply)>>,
     warnings: RefCell<Vec<String>>,
     calls: Cell<usize>,
@@ -70,6 +71,10 @@ impl Host for FakeHost {
     }
     fn set_request_header(&self, name: &str, value: &str) {
         self.request_headers.borrow_mut().push((name.to_string(), value.to_string()));
+    }
+    fn replace_request_body(&self, len: u64, body: &[u8]) -> bool {
+        self.request_bodies.borrow_mut().push((len, body.to_vec()));
+        true
     }
     fn resume(&self, stream: u32) {
         self.resumed.borrow_mut().push(stream);
@@ -528,4 +533,5 @@ mod leases;
 mod pinned;
 mod reservations;
 mod slots;
+mod stream_usage;
 mod usage;

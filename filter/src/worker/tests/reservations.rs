@@ -128,3 +128,56 @@ fn a_reservation_of_a_request_another_rule_refused_is_given_back_whole() {
     assert_eq!(host.replied.borrow()[0].1.status, 429);
     assert!(host.body(1).contains("/f/67/0/"), "the request never went on: {}", host.body(1));
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_budget() {
+    let host = FakeHost::new();
+    let budgets = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+        "cost":{"response_header":"x-usage","default":1,"max":200000,"reservation":{"default_output":4096}},
+        "limits":[{"algorithm":"token_bucket","limit":100000,"window":"1h","burst":50000},
+                  {"algorithm":"fixed_window","limit":80000,"window":"1d"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), NOW);
+    let n = br#"{"n":8,"max_tokens":3000}"#; // 25 bytes
+    admit(&mut w, &host, 1, n, 0);
+    assert!(host.body(0).contains("/u/24025/0/"), "8 completions of 3,000 and the body: {}", host.body(0));
+    let best_of = br#"{"n":2,"best_of":3,"max_tokens":10}"#; // 35 bytes
+    admit(&mut w, &host, 2, best_of, 1);
+    assert!(host.body(1).contains("/u/65/0/"), "3 candidates of 10 and the body: {}", host.body(1));
+    // No bound stated and a large prompt: 4,096 + 120,000 bytes is past the
+    // bucket's 50,000 (and max's 200,000 past both): the whole bucket, which
+    // a full one admits, never a worst case no bucket can hold.
+    let prompt = format!(r#"{{"messages":"{}"}}"#, "x".repeat(120_000));
+    let prompt: &'static [u8] = Box::leak(prompt.into_bytes().into_boxed_slice());
+    admit(&mut w, &host, 3, prompt, 2);
+    assert!(host.body(2).contains("/u/50000/0/"), "capped at the smallest capacity: {}", host.body(2));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_refused_worst_case_is_never_cached_but_a_refused_request_count_is() {
+    let host = FakeHost::new();
+    let rule = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+        "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
+        "limits":[{"algorithm":"fixed_window","limit":5,"window":"1d","counts":"requests"},
+                  {"algorithm":"fixed_window","limit":1000,"window":"1h"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+    let send = |w: &mut Worker, s: u32| {
+        let body = br#"{"max_tokens":900}"#;
+        w.on_request_headers(&host, s, &chat(), false);
+        w.on_request_body(&host, s, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    };
+    // The tokens refuse the worst case: refunds of requests in flight may
+    // make room before the store's retry instant, so the next one asks again.
+    send(&mut w, 1);
+    w.on_answer(&host, host.token(0), ints(&[1, 3, 3_600_000, 0, 0, 50, 3_600_000, 1_800_000]));
+    assert_eq!(host.replied.borrow()[0].1.status, 429);
+    send(&mut w, 2);
+    assert_eq!(host.sent.borrow().len(), 2, "asked the store, not the deny cache");
+    // A refused request count is cached: no refund gives a request back.
+    w.on_answer(&host, host.token(1), ints(&[0, 0, 3_600_000, 1_800_000, 1, 50, 3_600_000, 0]));
+    send(&mut w, 3);
+    assert_eq!(host.sent.borrow().len(), 2, "answered from the deny cache");
+    assert_eq!(host.replied.borrow().len(), 3);
+    assert_eq!(host.metrics.get(0, Event::DenyCacheHit), 1);
+}

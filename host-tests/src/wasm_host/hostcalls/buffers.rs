@@ -8,7 +8,7 @@
 
 use wasmtime::{Caller, Linker, Result};
 
-use crate::wasm_host::memory::{copy_out, write_u32};
+use crate::wasm_host::memory::{copy_out, read, write_u32};
 use crate::wasm_host::status::{BAD_ARGUMENT, NOT_FOUND, OK};
 use crate::wasm_host::vm::{Callback, VmState};
 
@@ -58,6 +58,30 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
             }
             let range = bytes[start..end].to_vec();
             copy_out(&mut c, &range, ptr_ptr, size_ptr)?;
+            Ok(OK)
+        },
+    )?;
+    linker.func_wrap(
+        "env",
+        "proxy_set_buffer_bytes",
+        |mut c: Caller<'_, VmState>, kind: i32, start: i32, length: i32, ptr: i32, size: i32| {
+            let data = read(&mut c, ptr, size)?;
+            let state = c.data_mut();
+            let buffer = match kind {
+                0 => state.request_body.as_mut(),
+                1 => state.response_body.as_mut(),
+                _ => None,
+            };
+            let Some(buffer) = buffer else { return Ok(NOT_FOUND) };
+            let (start, length) = (start as u32 as usize, length as u32 as usize);
+            if start == 0 {
+                buffer.drain(..length.min(buffer.len()));
+                buffer.splice(0..0, data);
+            } else if start >= buffer.len() {
+                buffer.extend_from_slice(&data);
+            } else {
+                return Ok(BAD_ARGUMENT);
+            }
             Ok(OK)
         },
     )?;
