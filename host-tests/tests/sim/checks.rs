@@ -554,10 +554,12 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
     match until {
         None => {}
         Some(until) if until > wall => {}
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "deny_cache.sound: {} refused from the deny cache at {wall}, past every refusal the store gave ({until:?})",
             r.name
-        )),
+        ))
+        }
     }
     let identity = world.identity_of(user, rule);
     let Some(last) = world.ledger.last.get(&(identity, r.name.to_string())).cloned() else { return Ok(()) };

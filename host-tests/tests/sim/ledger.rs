@@ -26,8 +26,6 @@ pub struct Decided {
     /// How far the store's clock had moved forward in all (its steps back
     /// not taken off): the bounds' clock for the algorithms on store time.
     pub travel_ms: u64,
-    /// The host's time then.
-    pub host_ms: u64,
     /// The flushes before it.
     pub epoch: u32,
     /// Whether the command ran in the store.
@@ -126,7 +124,6 @@ impl Ledger {
                 caller_ms: stored.now_ms,
                 store_ms,
                 travel_ms,
-                host_ms: call.dispatched_ms,
                 epoch,
                 reached,
                 answered: None,

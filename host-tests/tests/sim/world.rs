@@ -208,8 +208,7 @@ pub struct Tracked {
     pub live: bool,
     /// The step it began at.
     pub begun: usize,
-    /// The host's time, the module's wall clock and the store's clock then.
-    pub begun_host: u64,
+    /// The module's wall clock then.
     pub begun_wall: u64,
     /// The flushes before it began.
     pub epoch: u32,
@@ -253,7 +252,6 @@ pub struct World<'a> {
     /// Per proxy: the streams each call in flight carries decisions of.
     open_calls: Vec<BTreeMap<u64, Vec<usize>>>,
     pub stats: Stats,
-    started: Instant,
     pub seed: u64,
     /// The step running (from 1).
     pub step: usize,
@@ -308,11 +306,7 @@ pub fn replay(servers: &Servers, schedule: &Schedule) -> Result<Stats, String> {
         }
         .start()
     };
-    let t_hosts = Instant::now();
     let hosts: Vec<Host> = (0..schedule.proxies).map(|_| proxy()).collect();
-    if std::env::var_os("SIM_PROFILE").is_some() {
-        eprintln!("profile: hosts {:.2} s", t_hosts.elapsed().as_secs_f64());
-    }
     for vm in 0..VMS {
         assert!(hosts[0].configured(vm), "the simulated configuration is refused: {:?}", hosts[0].logs());
     }
@@ -325,7 +319,6 @@ pub fn replay(servers: &Servers, schedule: &Schedule) -> Result<Stats, String> {
         ledger: Ledger::new(),
         open_calls: vec![BTreeMap::new(); schedule.proxies],
         stats: Stats { schedules: 1, ..Stats::default() },
-        started: Instant::now(),
         seed: schedule.seed,
         step: 0,
         epoch: 0,
@@ -345,38 +338,16 @@ pub fn replay(servers: &Servers, schedule: &Schedule) -> Result<Stats, String> {
     world.drain_all();
     // SIM_TRACE=1: every step, and the streams after it.
     let trace = std::env::var_os("SIM_TRACE").is_some();
-    let mut spent = [0f64; 3];
     for (i, step) in schedule.steps.iter().enumerate() {
         world.step = i + 1;
-        let t0 = Instant::now();
         world.apply(step);
-        let k = match step {
-            Step::Advance(_) => 0,
-            _ => 1,
-        };
-        spent[k] += t0.elapsed().as_secs_f64();
         world.latest_wall = world.latest_wall.max(world.host_ms - world.wall_behind);
         if trace {
             world.trace(i, step);
         }
-        let t1 = Instant::now();
         world.check().map_err(|v| format!("{v} at step {i}"))?;
-        spent[2] += t1.elapsed().as_secs_f64();
     }
-    if std::env::var_os("SIM_PROFILE").is_some() {
-        eprintln!(
-            "profile: advance {:.2} s, other steps {:.2} s, checks {:.2} s, setup {:.2}",
-            spent[0],
-            spent[1],
-            spent[2],
-            world.started.elapsed().as_secs_f64() - spent.iter().sum::<f64>()
-        );
-    }
-    let t_wind = Instant::now();
     world.wind_down()?;
-    if std::env::var_os("SIM_PROFILE").is_some() {
-        eprintln!("profile: wind down {:.2} s", t_wind.elapsed().as_secs_f64());
-    }
     world.stats.checks = world.tally.take();
     Ok(world.stats)
 }
@@ -422,7 +393,9 @@ impl World<'_> {
 
     fn apply(&mut self, step: &Step) {
         match step {
-            Step::Begin { id, proxy, vm, rule, user, n } => self.begin(*id, *proxy, *vm, *rule, *user, *n),
+            Step::Begin { id, proxy, vm, rule, user, n, trailers } => {
+                self.begin(*id, *proxy, *vm, *rule, *user, *n, *trailers)
+            }
             Step::Deliver => {
                 for p in 0..self.hosts.len() {
                     self.hosts[p].run_until_idle();
@@ -506,7 +479,8 @@ impl World<'_> {
     }
 
     /// Request `begin_id` of `user` for `rule` on worker `vm` of proxy `proxy`.
-    fn begin(&mut self, begin_id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64) {
+    #[allow(clippy::too_many_arguments)]
+    fn begin(&mut self, begin_id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64, trailers: bool) {
         let r = self.rules.get(rule).clone();
         let path = format!("/{}/x", r.name);
         let (request, reserved) = match r.kind {
@@ -517,7 +491,10 @@ impl World<'_> {
             }
             _ => (Request::get(&path), 0),
         };
-        let request = request.header("x-user", &self.user(user));
+        let mut request = request.header("x-user", &self.user(user));
+        if trailers {
+            request = request.trailers(&[("x-trailer", "1")]);
+        }
         let prompt_bytes = request.body.as_ref().map_or(0, |b| b.len() as u64);
         let expected = match r.kind {
             RuleKind::SlotAndWindow => {
@@ -541,7 +518,6 @@ impl World<'_> {
             reserved,
             live: true,
             begun: self.step,
-            begun_host: self.host_ms,
             begun_wall: self.wall_ms(),
             epoch: self.epoch,
             wanted: expected.len(),
@@ -764,10 +740,5 @@ impl World<'_> {
     /// One more check of invariant `name`.
     pub fn count(&self, name: &'static str) {
         self.tally.borrow_mut().count(name);
-    }
-
-    /// How long the world has run.
-    pub fn elapsed_secs(&self) -> u64 {
-        self.started.elapsed().as_secs()
     }
 }
