@@ -535,8 +535,12 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
     // own reckoning); unknown when neither the model nor a 429 of that
     // decision alone tells it.
     let mut until = Some(0);
+    // A refusal from before the store last forgot everything (a flush) may
+    // still be cached: no refund or clock made that one wrong.
+    let mut before_a_flush = false;
     for s in world.streams.iter().filter(|s| s.proxy == proxy && s.user == user && !s.cached) {
         for d in s.decisions.iter().filter(|d| d.rule == rule && d.answered == Some(true)) {
+            before_a_flush |= d.epoch < world.epoch;
             let retry = match (&d.model, &s.verdict) {
                 (Some(m), _) => m.iter().filter(|o| !o.allowed).filter_map(|o| o.retry_after_ms).max(),
                 (None, Some(State::Replied(reply))) if s.decisions.len() == 1 => {
@@ -560,6 +564,9 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
             r.name
         ))
         }
+    }
+    if before_a_flush {
+        return Ok(());
     }
     let identity = world.identity_of(user, rule);
     let Some(last) = world.ledger.last.get(&(identity, r.name.to_string())).cloned() else { return Ok(()) };

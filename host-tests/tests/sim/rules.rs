@@ -106,7 +106,7 @@ const V1: [(&str, Kind, &str); 9] = [
 /// Version 2: `{fleet}` is the number of proxies (a fleet sets
 /// `fleet_size` to it).
 const V2: [(&str, Kind, &str); 16] = [
-    ("fw", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":6,"window":"4s"}]"#),
+    ("fw", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":3,"window":"4s"}]"#),
     (
         "tb",
         Kind::Leased,
@@ -118,7 +118,7 @@ const V2: [(&str, Kind, &str); 16] = [
         Kind::SlotsOpen,
         r#""failure_mode":"open","fleet_size":{fleet},"limits":[{"algorithm":"concurrency","limit":2,"max_hold":"12s"}]"#,
     ),
-    ("sl", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"sliding_log","limit":5,"window":"6s"}]"#),
+    ("sl", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"sliding_log","limit":3,"window":"6s"}]"#),
     (
         "gc",
         Kind::Leased,
@@ -132,21 +132,21 @@ const V2: [(&str, Kind, &str); 16] = [
     (
         "ccx",
         Kind::SlotAndWindow,
-        r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":4,"window":"8s","staggered":true}]"#,
+        r#""failure_mode":"closed","limits":[{"algorithm":"fixed_window","limit":2,"window":"8s","staggered":true}]"#,
     ),
     (
         "rv",
         Kind::Reserved,
         r#""failure_mode":"closed","cost":{"response_header":"x-usage","default":7,"max":1000,"reservation":{"default_output":0}},"limits":[{"algorithm":"fixed_window","limit":200,"window":"1d"}]"#,
     ),
-    ("sw", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":10,"window":"10s"}]"#),
-    ("sw2", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":4,"window":"2s"},{"limit":12,"window":"20s"}]"#),
+    ("sw", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":4,"window":"10s"}]"#),
+    ("sw2", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":2,"window":"2s"},{"limit":5,"window":"20s"}]"#),
     (
         "tbn",
         Kind::Rate,
-        r#""failure_mode":"closed","limits":[{"algorithm":"token_bucket","limit":8,"window":"5s","burst":4}]"#,
+        r#""failure_mode":"closed","limits":[{"algorithm":"token_bucket","limit":4,"window":"5s","burst":2}]"#,
     ),
-    ("gcn", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"gcra","limit":6,"window":"3s","burst":2}]"#),
+    ("gcn", Kind::Rate, r#""failure_mode":"closed","limits":[{"algorithm":"gcra","limit":3,"window":"3s","burst":2}]"#),
     (
         "rvt",
         Kind::ReservedBody,
@@ -155,7 +155,7 @@ const V2: [(&str, Kind, &str); 16] = [
     (
         "fo",
         Kind::FailOpen,
-        r#""failure_mode":"open","fleet_size":{fleet},"limits":[{"algorithm":"fixed_window","limit":10,"window":"5s"}]"#,
+        r#""failure_mode":"open","fleet_size":{fleet},"limits":[{"algorithm":"fixed_window","limit":4,"window":"5s"}]"#,
     ),
     (
         "tkb",

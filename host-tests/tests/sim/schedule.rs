@@ -66,18 +66,34 @@ pub struct Draw<'a> {
     pub live: Vec<(usize, usize, usize)>,
     /// The next `Begin`'s id.
     pub next_id: usize,
+    /// Requests of a burst still to come: (client, rule) and how many.
+    pub burst: Option<(usize, usize, u64)>,
 }
 
 impl Draw<'_> {
     /// The next step.
     pub fn next(&mut self) -> Step {
         let rng = &mut self.rng;
-        let roll = rng.below(100);
+        // A burst: the same client's requests to one rule, back to back.
+        let burst = self.burst.take();
+        let roll = if burst.is_some() { 0 } else { rng.below(100) };
         let proxy = rng.below(self.proxies as u64) as usize;
         let step = match roll {
             0..=39 => {
-                let rule = self.rules[rng.below(self.rules.len() as u64) as usize];
-                let user = rng.below(USERS as u64).min(rng.below(USERS as u64)) as usize;
+                let (user, rule) = match burst {
+                    Some((user, rule, left)) => {
+                        self.burst = (left > 1).then_some((user, rule, left - 1));
+                        (user, rule)
+                    }
+                    None => {
+                        let rule = self.rules[rng.below(self.rules.len() as u64) as usize];
+                        let user = rng.below(USERS as u64).min(rng.below(USERS as u64)) as usize;
+                        if rng.below(10) < 3 {
+                            self.burst = Some((user, rule, 1 + rng.below(4)));
+                        }
+                        (user, rule)
+                    }
+                };
                 // rvt: large reservations of a bucket of 1000, now and then one of most of it.
                 let n = match self.table.get(rule).kind {
                     Kind::ReservedBody if rng.below(4) == 0 => 700 + rng.below(250),

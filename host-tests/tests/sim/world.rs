@@ -101,7 +101,7 @@ impl Schedule {
         let table = Rules::new(2, kind, proxies, slots);
         // A few rules in play: enough requests each to reach their limits.
         let mut pool: Vec<usize> = (0..table.len()).collect();
-        let rules: Vec<usize> = (0..5).map(|_| pool.swap_remove(rng.below(pool.len() as u64) as usize)).collect();
+        let rules: Vec<usize> = (0..4).map(|_| pool.swap_remove(rng.below(pool.len() as u64) as usize)).collect();
         let mut draw = Draw {
             rng,
             proxies,
@@ -114,6 +114,7 @@ impl Schedule {
             now_ms: start_ms,
             live: Vec::new(),
             next_id: 0,
+            burst: None,
         };
         let steps = (0..steps).map(|_| draw.next()).collect();
         Schedule { kind, proxies, seed, version: 2, start_ms, slots, steps }
