@@ -25,21 +25,27 @@
 --   MAX_LIMITS), each its spec (1-based index into the specs), op, amount
 --   and offset.
 --   op u: use (consume amount if the whole decision admits);
+--   op v: reserve (tb and gc only): u, and its reply, if allowed, is the
+--   reservation's mark instead of remaining, reset and retry (see tat.lua);
 --   op k: check (allowed iff amount units remain; writes nothing);
 --   op g: charge (add amount unconditionally, into debt if need be);
 --   op f: refund (a reservation's unused part: see refund.lua; its keys
 --   are those of the window the reservation went into).
 --   op r: release the stream's slot (cc only);
 --   op n: renew it (cc only).
---   A shape is request-time (u and k) or after the fact (only g, f, r
+--   A shape is request-time (u, v and k) or after the fact (only g, f, r
 --   and n); g and f on sl and cc are refused, and cc takes amount 1 (u: 1 and the
 --   streams the proxy holds outside the store, counted, not written). offset
 --   (0 <= offset < window) shifts fw windows; for cc it is the stream's
---   slot id (decimal digits, at most 20; 0 for k only); 0 elsewhere.
+--   slot id (decimal digits, at most 20; 0 for k only); for f on tb and gc
+--   the reservation's mark, born:count (born < 2^53, count < COUNT); 0
+--   elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
 --   shapes). The test build appends its clock (CLOCK_ARGS).
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
---   allowed; -1 when amount can never fit). For cc see concurrency.lua
+--   allowed; -1 when amount can never fit). For v, if allowed: 1, the lead
+--   after (units of 1/limit ms: remaining and reset follow from it), born
+--   and count (the mark its refund carries). For cc see concurrency.lua
 --   (r and n: allowed = the slot was still held, retry 0). For g: allowed = at least one
 --   unit remains after the charge, and retry_after_ms = until one unit
 --   remains. A decision that met a Redis error (a key of another type
@@ -98,6 +104,9 @@ local CC_RETRY_MS = 1000 -- a concurrency denial's retry: when a stream ends is 
 -- script creates are SET with PX, and INCRBY keeps a TTL.
 local TTL_CHECK = 8
 local SLOT_ID_MAX = 20 -- digits of a slot id (a u64)
+-- tb and gc count what is added to them modulo COUNT (2^48): far more than
+-- any bucket can be given while a reservation waits for its refund.
+local COUNT = 281474976710656
 -- The longest error text in a reply: Redis's WRONGTYPE message whole. With
 -- the zeros after it, it takes no more room than the four integers it
 -- replaces (the filter bounds a reply by its integers' count).
@@ -237,19 +246,22 @@ for h = 1, H do
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
     local after = op == 'g' or op == 'f' or op == 'r' or op == 'n'
-    if op ~= 'u' and op ~= 'k' and not after then
-      return bad_limit(h, i, 'op must be u, k, g, f, r or n')
+    local tat = c == 'tb' or c == 'gc'
+    if op ~= 'u' and op ~= 'k' and op ~= 'v' and not after then
+      return bad_limit(h, i, 'op must be u, v, k, g, f, r or n')
     elseif not (amount and amount * window < MAX_EXACT) then
       if amount then
         return bad_limit(h, i, 'amount times window is too large')
       end
       return bad_limit(h, i, 'amount must be a positive integer')
     elseif after ~= charge then
-      return bad_limit(h, i, 'a shape is either u and k or only g, f, r and n')
+      return bad_limit(h, i, 'a shape is either u, v and k or only g, f, r and n')
     elseif (op == 'g' or op == 'f') and (c == 'sl' or c == 'cc') then
       return bad_limit(h, i, op .. ' is impossible on ' .. c)
     elseif (op == 'r' or op == 'n') and c ~= 'cc' then
       return bad_limit(h, i, op .. ' applies to cc only')
+    elseif op == 'v' and not tat then
+      return bad_limit(h, i, 'v applies to tb and gc only')
     end
     if c == 'cc' then
       -- The slot id: kept as its text (a member), never made a number.
@@ -257,6 +269,12 @@ for h = 1, H do
         return bad_limit(h, i, 'cc takes amount 1 (u: 1 and the streams held outside the store)')
       elseif #offset > SLOT_ID_MAX or not string.find(offset, '^%d+$') or (offset == '0' and op ~= 'k') then
         return bad_limit(h, i, 'a cc slot id must be 1 to ' .. SLOT_ID_MAX .. ' digits, not 0')
+      end
+    elseif op == 'f' and tat then
+      -- The mark: kept as its text, read by refund.lua.
+      local born, count = string.match(offset, '^(%d+):(%d+)$')
+      if not (born and num(born) < MAX_EXACT and num(count) < COUNT) then
+        return bad_limit(h, i, 'a tb or gc refund takes its mark, born:count')
       end
     elseif offset == '0' then
       offset = 0

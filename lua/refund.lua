@@ -3,8 +3,13 @@
 -- clock then, not now: filter/src/keys.rs), so the count falls as if the
 -- request had cost what it did; never below 0, and a key gone with its
 -- window gives nothing back (nothing it held counts any more). tb and gc:
--- the client's lead falls by amount x window units, never below a full
--- bucket. Never refused; reported as 1 0 0 0.
+-- the client's lead falls by amount x window units, but never below what it
+-- would be had the request cost that much less from the start: its offset
+-- is its reservation's mark (born:count, the v reply), and had the bucket
+-- been full (lead 0) since, the lead now would be at most what was added
+-- since (count now - the mark's), so it falls no lower than that; a bucket
+-- born since (its key expired: it was full) gives nothing back. Exact when
+-- nothing was added since. Never refused; reported as 1 0 0 0.
 -- (A fragment of the driver's loop: the same locals as the algorithms'.)
 local key = keys[k]
 if c == 'sw' or c == 'fw' then
@@ -22,39 +27,46 @@ if c == 'sw' or c == 'fw' then
   end
 else
   local state = val[key] or got[k]
-  local at, sq, sr = false, 0, 0
+  local at, sq, sr, sb, sc = false, 0, 0, 0, 0
   if state then
-    at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
+    at, sq, sr, sb, sc = string.match(state, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
   end
-  if at then
+  local mb, mc = string.match(offset, '^(%d+):(%d+)$')
+  if at and num(sb) == num(mb) then
     local elapsed = store_now - num(at)
     if elapsed < 0 then
       elapsed = 0
     end
     -- The lead now (as tat.lua reads it), then less amount x window.
     local q, r = num(sq) - elapsed, num(sr)
-    if q > 0 or (q == 0 and r > 0) then -- else a full bucket: nothing to give back
+    -- The floor: what was added since the reservation, in units.
+    local w = ((num(sc) - num(mc)) % COUNT) * window
+    if (q > 0 or (q == 0 and r > 0)) and w < MAX_EXACT then -- else nothing to give back
       if r >= limit then
-        local w = floor(r / limit)
-        q, r = q + w, r - w * limit
+        local n = floor(r / limit)
+        q, r = q + n, r - n * limit
       end
       if q > p3 or (q == p3 and r > p4) then
         q, r = p3, p4 -- the debt cap, as tat.lua reads it
       end
+      local fq = floor(w / limit)
+      local fr = w - fq * limit
       local x = amount * window
       local xq = floor(x / limit)
       x = x - xq * limit
-      q, r = q - xq, r - x
-      if r < 0 then
-        q, r = q - 1, r + limit
+      local nq, nr = q - xq, r - x
+      if nr < 0 then
+        nq, nr = nq - 1, nr + limit
       end
-      if q < 0 then
-        q, r = 0, 0
+      if nq < fq or (nq == fq and nr < fr) then
+        nq, nr = fq, fr -- and so never below 0
       end
-      -- PX at least 1: a lead of 0 is a full bucket, as an absent key.
-      local px = q + ((r > 0 or q == 0) and 1 or 0)
-      wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', px), false
-      nw = nw + WRITE_SLOTS
+      if nq < q or (nq == q and nr < r) then
+        -- PX at least 1: a lead of 0 is a full bucket, as an absent key.
+        local px = nq + ((nr > 0 or nq == 0) and 1 or 0)
+        wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d:%s:%s', store_now, nq, nr, sb, sc), fmt('%d', px), false
+        nw = nw + WRITE_SLOTS
+      end
     end
   end
 end

@@ -6,15 +6,27 @@
 -- ahead + a x window <= burst x window (the tolerance).
 -- ahead is a pair (q ms, r units < limit): with a debt it may reach
 -- 2 x tolerance, past 2^53, and the pair keeps it exact.
--- State: "<ms written>:<q>:<r>"; absent, or q elapsed since = a full bucket.
+-- State: "<ms written>:<q>:<r>:<born>:<count>"; absent, or q elapsed since
+-- = a full bucket. born: the ms its key was created (a key created again,
+-- after it expired, is another bucket to a refund); count: every amount u,
+-- v and g added, modulo COUNT: what a refund's mark is measured against
+-- (see refund.lua). A state of three fields (written before these) reads as
+-- born = its ms, count 0. op v is u, and its reply, if allowed, says the lead after
+-- (in units), born and count instead of remaining, reset and retry: the
+-- reservation's mark.
 -- (A fragment of the driver's loop.)
 local key = keys[k]
 local tol_q, tol_r, cap_q, cap_r = p1, p2, p3, p4
-local q, r = 0, 0
+local q, r, born, count = 0, 0, store_now, 0
 local state = val[key] or got[k]
 if state then
-  local at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
+  local at, sq, sr, sb, sc = string.match(state, '^(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  if not at then
+    at, sq, sr = string.match(state, '^(%d+):(%d+):(%d+)$')
+    sb, sc = at, 0
+  end
   if at then
+    born, count = num(sb), num(sc)
     local elapsed = store_now - num(at)
     if elapsed < 0 then
       elapsed = 0 -- the clock went back: no refill, and never more debt
@@ -35,6 +47,9 @@ if state then
     end
   end
 end
+if op ~= 'k' then
+  count = (count + amount % COUNT) % COUNT -- written only if the use is
+end
 if op == 'g' then
   local x = amount * window
   local xq = floor(x / limit)
@@ -49,7 +64,7 @@ if op == 'g' then
   else
     q = q + xq
   end
-  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+  wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d:%d:%d', store_now, q, r, born, count), fmt('%d', q + (r > 0 and 1 or 0)), false
   nw = nw + WRITE_SLOTS
   amount = 1 -- then reported as a check of one unit
 end
@@ -63,13 +78,13 @@ if sr < 0 then
 end
 if amount <= burst and (q < sq or (q == sq and r <= sr)) then
   allowed, retry = true, 0
-  if op == 'u' then
+  if op == 'u' or op == 'v' then
     if r >= limit - x then
       q, r = q + xq + 1, r - (limit - x)
     else
       q, r = q + xq, r + x
     end
-    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d', store_now, q, r), fmt('%d', q + (r > 0 and 1 or 0)), false
+    wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d:%d:%d', store_now, q, r, born, count), fmt('%d', q + (r > 0 and 1 or 0)), false
     nw = nw + WRITE_SLOTS
   end
 else
@@ -85,3 +100,6 @@ if q < tol_q or (q == tol_q and r <= tol_r) then
   remaining = floor(((tol_q - q) * limit + tol_r - r) / window)
 end
 reset = q + (r > 0 and 1 or 0)
+if op == 'v' and allowed then
+  remaining, reset, retry = q * limit + r, born, count -- the mark
+end

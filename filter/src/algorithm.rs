@@ -77,6 +77,11 @@ impl Algorithm {
         matches!(self, Algorithm::SlidingWindow | Algorithm::FixedWindow)
     }
 
+    /// token_bucket and gcra: one algorithm, a lead kept by the script.
+    pub fn tat(self) -> bool {
+        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+    }
+
     /// The burst used when the config gives none: a full limit for the token
     /// bucket, one request for GCRA; unused by the others.
     pub fn default_burst(self, limit: u64) -> u64 {

@@ -5,6 +5,7 @@
 //! (`model`) decides them in Rust.
 
 use crate::algorithm::Algorithm;
+use crate::outcome::LimitOutcome;
 
 /// One limit's parameters as the script receives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,15 +32,20 @@ pub const TOP: u64 = (1 << 53) - 1;
 pub enum Op {
     /// Consume this many units if every limit of the decision admits.
     Use(u64),
+    /// token_bucket and gcra: `Use`, for a reservation; the store's reply,
+    /// if it admits, carries the reservation's `Mark` (see `Mark::of`).
+    Reserve(u64),
     /// Allowed iff this many units remain (the reserve); consumes nothing.
     Check(u64),
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
     /// Give back this many units of a reservation made at `at_ms` (the
     /// caller's clock then): window counts lose them in the window the
-    /// reservation went into (never below 0), a token bucket or GCRA
-    /// lead falls by them (never below a full bucket). Never refused.
-    Refund { amount: u64, at_ms: u64 },
+    /// reservation went into (never below 0); a token bucket or GCRA lead
+    /// falls by them, but never below what it would be had the request
+    /// cost that much less from the start, as its `mark` tells (which
+    /// they need; windows take none). Never refused.
+    Refund { amount: u64, at_ms: u64, mark: Option<Mark> },
     /// concurrency: take a slot with this id (unique across the fleet) for
     /// a stream, if every limit of the decision admits; the second number
     /// is the client's streams this proxy admitted from its local share
@@ -53,6 +59,43 @@ pub enum Op {
     Renew(SlotId),
 }
 
+/// Where a token bucket or GCRA stood right after a reservation: which
+/// bucket (`born_ms`, the store's clock when its key was created: a key
+/// created again after it expired is another bucket, which was full
+/// meanwhile) and all that had been added to it (`count`, modulo
+/// `COUNT`). Its refund carries it: what was added since bounds what the
+/// bucket can be given back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mark {
+    /// When the bucket's key was created (the store's clock, ms).
+    pub born_ms: u64,
+    /// What had been added to it, modulo `COUNT`.
+    pub count: u64,
+}
+
+/// A bucket counts what is added to it modulo this (2^48).
+pub const COUNT: u64 = 1 << 48;
+
+impl Mark {
+    /// The outcome an admitted `Reserve` of a bucket of `spec` stands for,
+    /// and its mark: the script's reply says the lead after (in units of
+    /// 1/limit ms; remaining and reset follow from it, as the script
+    /// computes them for a use), born and count instead of remaining,
+    /// reset and retry. `None` for any other outcome.
+    pub fn of(spec: &LimitSpec, reply: &LimitOutcome) -> Option<(LimitOutcome, Mark)> {
+        let count = reply.retry_after_ms.filter(|_| reply.allowed)?;
+        let lead = reply.remaining;
+        let tolerance = spec.burst.saturating_mul(spec.window_ms);
+        let outcome = LimitOutcome {
+            allowed: true,
+            remaining: tolerance.saturating_sub(lead) / spec.window_ms.max(1),
+            reset_ms: lead.div_ceil(spec.limit.max(1)),
+            retry_after_ms: Some(0),
+        };
+        Some((outcome, Mark { born_ms: reply.reset_ms, count }))
+    }
+}
+
 /// A concurrency slot: the id of one stream's member in its client's set
 /// (drawn at random per stream), not a count, a hash slot or a table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,6 +106,7 @@ impl Op {
     pub(crate) fn code(self) -> &'static str {
         match self {
             Op::Use(_) => "u",
+            Op::Reserve(_) => "v",
             Op::Check(_) => "k",
             Op::Charge(_) => "g",
             Op::Refund { .. } => "f",
@@ -75,7 +119,7 @@ impl Op {
     /// Its amount: the cost, the reserve or the charge.
     pub(crate) fn amount(self) -> u64 {
         match self {
-            Op::Use(a) | Op::Check(a) | Op::Charge(a) | Op::Refund { amount: a, .. } => a,
+            Op::Use(a) | Op::Reserve(a) | Op::Check(a) | Op::Charge(a) | Op::Refund { amount: a, .. } => a,
             Op::Take(_, here) => here.saturating_add(1),
             Op::Release(_) | Op::Renew(_) => 1,
         }
@@ -85,6 +129,14 @@ impl Op {
     pub fn slot_id(self) -> Option<SlotId> {
         match self {
             Op::Take(id, _) | Op::Release(id) | Op::Renew(id) => Some(id),
+            _ => None,
+        }
+    }
+
+    /// A refund's mark.
+    pub fn mark(self) -> Option<Mark> {
+        match self {
+            Op::Refund { mark, .. } => mark,
             _ => None,
         }
     }
@@ -116,7 +168,8 @@ pub struct LimitCall<'a> {
     pub op: Op,
     /// fixed_window only: shifts its window boundaries by this many ms
     /// (less than the window); `None` = aligned windows (offset 0). (A
-    /// concurrency limit's slot id rides in the same argument: see `Op`.)
+    /// concurrency limit's slot id and a refund's mark ride in the same
+    /// argument: see `Op`.)
     pub offset_ms: Option<u64>,
 }
 

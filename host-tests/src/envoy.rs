@@ -256,6 +256,23 @@ impl Envoy {
         admin_get(self.admin, path).unwrap_or_default()
     }
 
+    /// Downstream connections each worker accepted so far (listener
+    /// `port`'s per-worker counters), by worker index.
+    pub fn connections_per_worker(&self) -> Vec<u64> {
+        let text = self.stats("downstream_cx_total");
+        let mut per_worker: Vec<(u64, u64)> = text
+            .lines()
+            .filter(|l| l.starts_with("listener.") && l.contains(&format!("_{}.worker_", self.port)))
+            .filter_map(|l| {
+                let (name, n) = l.split_once(": ")?;
+                let worker = name.split(".worker_").nth(1)?.split('.').next()?.parse().ok()?;
+                Some((worker, n.trim().parse().ok()?))
+            })
+            .collect();
+        per_worker.sort_unstable();
+        per_worker.into_iter().map(|(_, n)| n).collect()
+    }
+
     /// All stats whose names match `filter` (a regex), as text.
     pub fn stats(&self, filter: &str) -> String {
         admin_get(self.admin, &format!("/stats?filter={filter}")).unwrap_or_default()

@@ -36,6 +36,7 @@ pub mod redis_server;
 pub mod registry;
 pub mod script;
 pub mod sdk;
+pub mod settle;
 pub mod stack;
 pub mod store_acl;
 pub mod store_clock;

@@ -97,6 +97,13 @@ impl Stack {
         self.send("GET", path, &[])
     }
 
+    /// GET `path` through Envoy on a connection of its own: the kernel
+    /// hands each new connection to one of Envoy's workers, so a series of
+    /// them reaches every worker (a pooled one stays on one).
+    pub fn get_fresh(&self, path: &str) -> Answer {
+        send(&agent(Duration::from_secs(10)), "GET", &format!("http://127.0.0.1:{}{path}", self.envoy.port), &[])
+    }
+
     /// EVALSHA commands Redis has executed (INFO commandstats).
     pub fn evalsha_calls(&self) -> u64 {
         command_calls(&self.redis, "evalsha")

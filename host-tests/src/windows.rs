@@ -26,3 +26,14 @@ pub fn start_clear_of_boundary(window: Duration, needed: Duration) -> Duration {
 pub const DAY: Duration = Duration::from_secs(86_400);
 /// One hour.
 pub const HOUR: Duration = Duration::from_secs(3_600);
+
+/// Sleeps until just past (100 ms) the next boundary of windows of length
+/// `window`; returns that boundary, the start of the window now running.
+pub fn start_of_next_window(window: Duration) -> SystemTime {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let window = window.as_millis();
+    let boundary_ms = (now.as_millis() / window + 1) * window;
+    let boundary = UNIX_EPOCH + Duration::from_millis(u64::try_from(boundary_ms).unwrap());
+    std::thread::sleep(boundary.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_millis(100));
+    boundary
+}

@@ -10,11 +10,20 @@
 //! - the **store** breaker counts transport failures (HTTP status, timeout,
 //!   network, dispatch): the gateway or a single Redis is down or slow, and
 //!   every client would wait for nothing;
-//! - a **slot** breaker per Redis Cluster hash slot counts failures that
-//!   came back as a Redis error (or an undecodable reply): with a cluster
-//!   behind a proxy that is one shard failing, fast, and only its clients
-//!   should fall back. Such a reply also proves the transport works, so it
-//!   resets the store breaker's count.
+//! - a **slot** breaker per range of Redis Cluster hash slots counts
+//!   failures that came back as a Redis error (or an undecodable reply):
+//!   with a cluster behind a proxy that is one shard failing, fast, and
+//!   only its clients should fall back. Such a reply also proves the
+//!   transport works, so it resets the store breaker's count.
+//!
+//! The slot records are `deny_cache.slots` at most (one per hash slot
+//! from 16,384 on), each for a contiguous range of hash slots: shared
+//! data holds a fixed number of keys, whatever the clients. A cluster
+//! gives each shard contiguous ranges of hash slots, so a dead shard
+//! opens the records of its own ranges, and fails another shard's
+//! clients only in a record that straddles the boundary between them
+//! (with the default 4,096 records, ranges of 4 hash slots: at most 3
+//! foreign hash slots at each end of each of its ranges).
 //!
 //! The slot records are read only while one could be open (the store record
 //! keeps the time of the last slot failure): the allow path pays one read.
@@ -94,8 +103,15 @@ fn decode(bytes: Option<&[u8]>) -> Record {
     bytes.and_then(read_u64s::<4>).unwrap_or([0; 4])
 }
 
-fn slot_key(slot: HashSlot) -> String {
-    format!("ratelimit.breaker.{slot}")
+/// Hash slots in a Redis Cluster.
+const HASH_SLOTS: u32 = 16_384;
+
+/// The key of the record of hash slot `slot`'s range: `slot_records`
+/// contiguous ranges (one per hash slot when there are as many).
+pub(crate) fn slot_key(config: &Breaker, slot: HashSlot) -> String {
+    let records = config.slot_records.get().min(HASH_SLOTS);
+    let range = u32::from(slot.0).min(HASH_SLOTS - 1) * records / HASH_SLOTS;
+    format!("ratelimit.breaker.{range}")
 }
 
 /// One record's gate (CAS-claims the probe when half-open), and the
@@ -140,7 +156,7 @@ pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot
     if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open.ms() + probe_ms {
         return Gate::Call;
     }
-    gate_one(shared, config, &slot_key(slot), now_ms, probe_ms).0
+    gate_one(shared, config, &slot_key(config, slot), now_ms, probe_ms).0
 }
 
 /// Updates `key`'s record with `next(record)`; `None` leaves it. (Lost to
@@ -193,7 +209,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSl
         // The transport works: the store breaker closes; the slot counts.
         Health::KeyFailed => {
             update(shared, STORE_KEY, |_| Some([0, 0, 0, now_ms]));
-            update(shared, &slot_key(slot), |r| {
+            update(shared, &slot_key(config, slot), |r| {
                 let (failures, open_until) = failed(r, Some(r[3]), config, now_ms)?;
                 Some([failures, open_until, 0, now_ms])
             });
@@ -205,7 +221,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSl
             }
             // Only a slot that failed lately can have a count to clear.
             if store[3] != 0 && now_ms < store[3] + 2 * config.open.ms() {
-                update(shared, &slot_key(slot), closed);
+                update(shared, &slot_key(config, slot), closed);
             }
         }
     }

@@ -1,8 +1,12 @@
+use std::num::NonZeroU32;
+
 use super::*;
 use crate::shared::fake::FakeShared;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-const CFG: Breaker = Breaker { failures: 3, open: crate::time::Millis::of(30_000) };
+/// The default: 4,096 slot records (`deny_cache.slots`), 4 hash slots each.
+const RECORDS: NonZeroU32 = NonZeroU32::MIN.saturating_add(4095);
+const CFG: Breaker = Breaker { failures: 3, open: crate::time::Millis::of(30_000), slot_records: RECORDS };
 const DOWN: Health = Health::StoreDown;
 
 fn gate_at(s: &FakeShared, slot: u16, now: u64) -> Gate {
@@ -82,9 +86,9 @@ fn the_wait_before_each_probe_doubles_from_one_second_up_to_the_open_period() {
 #[test]
 #[wasm_bindgen_test]
 fn an_open_period_under_two_seconds_caps_the_doubling_early() {
-    let short = Breaker { failures: 3, open: crate::time::Millis::of(2_500) };
+    let short = Breaker { open: crate::time::Millis::of(2_500), ..CFG };
     assert_eq!(probe_instants(&FakeShared::default(), &short, 0, 12_000), [1_000, 3_000, 5_500, 8_000, 10_500]);
-    let tiny = Breaker { failures: 3, open: crate::time::Millis::of(250) };
+    let tiny = Breaker { open: crate::time::Millis::of(250), ..CFG };
     assert_eq!(probe_instants(&FakeShared::default(), &tiny, 0, 1_000), [250, 500, 750, 1_000], "always `open`");
 }
 
@@ -238,4 +242,53 @@ fn failures_are_classified_by_what_they_say_about_the_store() {
     assert_eq!(Health::of::<()>(&Err(StoreError::Network)), Health::StoreDown);
     assert_eq!(Health::of::<()>(&Err(StoreError::Redis("ERR upstream failure".into()))), Health::KeyFailed);
     assert_eq!(Health::of::<()>(&Err(StoreError::Malformed("x"))), Health::KeyFailed);
+}
+
+/// Hash slot `slot` failed inside Redis three times at `t`: its record opens.
+fn fail_three_times(s: &FakeShared, config: &Breaker, slot: u16, t: u64) {
+    for _ in 0..3 {
+        record(s, config, HashSlot(slot), t, Health::KeyFailed);
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn every_hash_slot_failing_keeps_the_slot_records_within_the_deny_caches_slots() {
+    for records in [1, 16, 4096, 16384, 1 << 20] {
+        let config = Breaker { slot_records: NonZeroU32::new(records).unwrap(), ..CFG };
+        let s = FakeShared::default();
+        for slot in 0..16384 {
+            record(&s, &config, HashSlot(slot), 10, Health::KeyFailed);
+        }
+        // The store's record, and one per range: never one per hash slot
+        // past `slot_records`.
+        assert_eq!(s.len() as u32, 1 + records.min(16384), "{records} records");
+    }
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_dead_shard_opens_its_own_hash_slots_and_only_those_sharing_a_range_at_its_edges() {
+    // Three shards, as `redis-cli --cluster create` deals the slots; the
+    // middle one dies.
+    let dead = 5461..=10922;
+    // Ranges of 4 hash slots: one straddles each edge; of 16: 5456..=5471
+    // and 10912..=10927; one per hash slot: none.
+    let cases = [
+        (4096, vec![5460, 10923]),
+        (1024, vec![5456, 5457, 5458, 5459, 5460, 10923, 10924, 10925, 10926, 10927]),
+        (16384, vec![]),
+    ];
+    for (records, foreign) in cases {
+        let config = Breaker { slot_records: NonZeroU32::new(records).unwrap(), ..CFG };
+        let s = FakeShared::default();
+        for slot in dead.clone() {
+            fail_three_times(&s, &config, slot, 10);
+        }
+        let open: Vec<u16> =
+            (0..16384).filter(|&slot| gate(&s, &config, HashSlot(slot), 20, 100) == Gate::Open).collect();
+        assert!(dead.clone().all(|slot| open.contains(&slot)), "{records}: every hash slot of the dead shard is open");
+        let others: Vec<u16> = open.into_iter().filter(|slot| !dead.contains(slot)).collect();
+        assert_eq!(others, foreign, "{records} records: the other shards' hash slots it fails");
+    }
 }

@@ -114,12 +114,6 @@ impl Config {
         if !is_name(domain, 32, true) {
             return Err(ConfigError::at("domain", "must be 1 to 32 characters of a-z, 0-9, _, - and ."));
         }
-        let store =
-            store_settings::parse_store(o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?, env)?;
-        let xff_trusted_hops = match o.value("client_ip") {
-            None => 0,
-            Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),
-        } as u32;
         let deny_cache = match o.value("deny_cache") {
             None => DenyCache { enabled: true, slots: DEFAULT_SLOTS },
             Some(v) => {
@@ -128,6 +122,16 @@ impl Config {
                 DenyCache { enabled: d.bool("enabled")?.unwrap_or(true), slots: slots.unwrap_or(DEFAULT_SLOTS) }
             }
         };
+        // The breaker's records of hash slots are as many as the deny cache's.
+        let store = store_settings::parse_store(
+            o.value("store").ok_or_else(|| ConfigError::at("store", "is required"))?,
+            env,
+            deny_cache.slots,
+        )?;
+        let xff_trusted_hops = match o.value("client_ip") {
+            None => 0,
+            Some(v) => Obj::new(v, "client_ip", &["xff_trusted_hops"])?.uint("xff_trusted_hops", 0, 16)?.unwrap_or(0),
+        } as u32;
         let headers = match o.value("response_headers") {
             None => HeaderStyle::LEGACY,
             Some(v) => response_headers::parse_style(v, "response_headers")?,

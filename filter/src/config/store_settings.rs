@@ -19,6 +19,10 @@ pub struct Breaker {
     pub failures: u32,
     /// How long it stays open before one probe goes through.
     pub open: Millis,
+    /// Records kept for Redis Cluster hash slots, each for a contiguous
+    /// range of them (`deny_cache.slots`: the breaker keeps within the
+    /// shared-data keys every other table does).
+    pub slot_records: NonZeroU32,
 }
 
 /// How decisions share store calls, per worker.
@@ -94,8 +98,8 @@ fn non_zero(n: u64) -> NonZeroU32 {
     NonZeroU32::new(u32::try_from(n).unwrap_or(u32::MAX)).unwrap_or(NonZeroU32::MIN)
 }
 
-/// Parses `store`.
-pub fn parse_store(v: &Value, env: &Env<'_>) -> Result<StoreSettings> {
+/// Parses `store`; the breaker keeps `slot_records` records of hash slots.
+pub fn parse_store(v: &Value, env: &Env<'_>, slot_records: NonZeroU32) -> Result<StoreSettings> {
     let o = Obj::new(v, "store", STORE_FIELDS)?;
     let transport = match o.str("transport")? {
         None | Some("webdis") => Transport::Webdis,
@@ -118,11 +122,11 @@ pub fn parse_store(v: &Value, env: &Env<'_>) -> Result<StoreSettings> {
     }
     let timeout = Millis::of(o.uint("timeout_ms", 1, 60_000)?.unwrap_or(25));
     let breaker = match o.value("circuit_breaker") {
-        None => Breaker { failures: 3, open: Millis::of(30_000) },
+        None => Breaker { failures: 3, open: Millis::of(30_000), slot_records },
         Some(b) => {
             let b = Obj::new(b, "store.circuit_breaker", &["failures", "open"])?;
             let open = duration(&b, "open", 30_000, 1, DURATION_HELP)?;
-            Breaker { failures: b.uint("failures", 1, 1000)?.unwrap_or(3) as u32, open }
+            Breaker { failures: b.uint("failures", 1, 1000)?.unwrap_or(3) as u32, open, slot_records }
         }
     };
     let stats_interval =

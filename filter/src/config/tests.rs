@@ -44,7 +44,14 @@ fn the_documented_example_parses_with_its_values_and_defaults() {
         (c.store.cluster.as_str(), c.store.authority.as_str(), c.store.timeout.ms()),
         ("ratelimit_store", "webdis", 25)
     );
-    assert_eq!(c.store.breaker, Breaker { failures: 3, open: crate::time::Millis::of(30_000) });
+    assert_eq!(
+        c.store.breaker,
+        Breaker {
+            failures: 3,
+            open: crate::time::Millis::of(30_000),
+            slot_records: std::num::NonZeroU32::new(4096).unwrap()
+        }
+    );
     assert_eq!(c.deny_cache, DenyCache { enabled: true, slots: std::num::NonZeroU32::new(4096).unwrap() });
     let login = &c.rules[0];
     assert_eq!(login.matcher.methods, ["POST"]);
@@ -256,6 +263,15 @@ fn a_store_call_too_big_for_webdis_is_refused_at_load() {
 
 #[test]
 #[wasm_bindgen_test]
+fn the_breaker_keeps_as_many_hash_slot_records_as_the_deny_cache_has_slots() {
+    let json = r#"{"store":{"cluster":"s","circuit_breaker":{"failures":5}},"deny_cache":{"slots":16},
+        "rules":[{"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]}]}"#;
+    let c = Config::parse(json.as_bytes()).unwrap();
+    assert_eq!((c.store.breaker.failures, c.store.breaker.slot_records.get()), (5, 16));
+}
+
+#[test]
+#[wasm_bindgen_test]
 fn rules_with_the_same_key_and_shadow_flag_share_one_call() {
     let json = r#"{"store":{"cluster":"s"},"rules":[
         {"name":"a","key":["client_ip"],"limits":[{"limit":5,"window":"1s"}]},
@@ -270,15 +286,47 @@ fn rules_with_the_same_key_and_shadow_flag_share_one_call() {
 #[test]
 #[wasm_bindgen_test]
 fn changing_a_limit_changes_its_fingerprint_and_nothing_else_does() {
-    let fp = |limit: u64, rule: &str| {
-        let json = format!(
-            r#"{{"store":{{"cluster":"s"}},"rules":[{{"name":"{rule}","key":["client_ip"],"limits":[{{"limit":{limit},"window":"1s"}}]}}]}}"#
-        );
-        Config::parse(json.as_bytes()).unwrap().rules[0].limits[0].fingerprint
+    // Limit `api`'s first, in a configuration around it; each case edits
+    // one thing (`from` becomes `to` once) and says whether the limit's
+    // entries (denials, fallback counts, leases) must start afresh.
+    let base = r#"{"domain":"d","store":{"cluster":"s","timeout_ms":25},"deny_cache":{"slots":64},"rules":[
+        {"name":"api","match":{"path_prefix":"/a"},"key":["client_ip"],"failure_mode":"closed",
+         "limits":[{"algorithm":"fixed_window","limit":5,"window":"1s"}]}]}"#;
+    let fp = |json: &str| {
+        let c = Config::parse(json.as_bytes()).unwrap_or_else(|e| panic!("{e}: {json}"));
+        let api = c.rules.iter().find(|r| r.name == "api").unwrap_or(&c.rules[0]);
+        api.limits.iter().find(|l| l.spec.window_ms == 1_000).unwrap().fingerprint
     };
-    assert_eq!(fp(5, "a"), fp(5, "a"));
-    assert_ne!(fp(5, "a"), fp(6, "a"));
-    assert_ne!(fp(5, "a"), fp(5, "b"));
+    let before = fp(base);
+    let keeps = [
+        (r#""path_prefix":"/a""#, r#""path_prefix":"/b""#),
+        (r#""key":["client_ip"]"#, r#""key":["header:x-user"]"#),
+        (r#""failure_mode":"closed""#, r#""failure_mode":"open","fleet_size":3"#),
+        (r#""timeout_ms":25"#, r#""timeout_ms":900"#),
+        (r#""cluster":"s""#, r#""cluster":"other""#),
+        (r#""slots":64"#, r#""slots":4096"#),
+        (r#""rules":["#, r#""response_headers":"both","rules":["#),
+        (r#""rules":["#, r#""rules":[{"name":"first","key":["client_ip"],"limits":[{"limit":9,"window":"1m"}]},"#),
+        (r#""window":"1s"}"#, r#""window":"1s"},{"algorithm":"fixed_window","limit":50,"window":"1m"}"#),
+    ];
+    for (from, to) in keeps {
+        assert_eq!(fp(&base.replacen(from, to, 1)), before, "{from} -> {to} must keep the limit's entries");
+    }
+    let changes = [
+        (r#""limit":5"#, r#""limit":6"#),
+        (r#""window":"1s""#, r#""window":"1000ms","staggered":true"#),
+        (r#""fixed_window""#, r#""sliding_window""#),
+        (r#""algorithm":"fixed_window""#, r#""algorithm":"fixed_window","counts":"requests""#),
+        (r#""name":"api""#, r#""name":"api2""#),
+        (r#""name":"api""#, r#""name":"api","cost":2"#),
+        (r#""domain":"d""#, r#""domain":"e""#),
+        (r#""limits":["#, r#""limits":[{"algorithm":"fixed_window","limit":50,"window":"1m"},"#),
+    ];
+    for (from, to) in changes {
+        let json = base.replacen(from, to, 1);
+        assert_ne!(json, base);
+        assert_ne!(fp(&json), before, "{from} -> {to} must start the limit's entries afresh");
+    }
 }
 
 #[test]

@@ -3,17 +3,21 @@
 //! bucket; a TAT's distance past now). One unit of amount weighs `window`
 //! units; amount fits while ahead + amount × window <= burst × window.
 //! A debt is capped at one more tolerance (2 × burst × window units), and
-//! at 2^53 - 1 ms.
+//! at 2^53 - 1 ms. A bucket also keeps when its key was created and all
+//! that was added to it (`Mark`): a refund gives back no more than the
+//! bucket would hold had the request cost its usage from the start. Its key
+//! expires as the script's does (once its lead is 0), and is then another
+//! bucket.
 
 use super::{allowed, ceil_div, denied, floor_div, LimitSpec, TOP_I};
 use crate::outcome::LimitOutcome;
-use crate::spec::Op;
+use crate::spec::{Mark, Op, COUNT};
 
-/// When the state was written, and how far ahead the client was then;
-/// `None` = never used (a full bucket).
+/// When the state was written, how far ahead the client was then, and the
+/// bucket's mark; `None` = never used (a full bucket).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TatState {
-    last: Option<(u64, i128)>,
+    last: Option<(u64, i128, Mark)>,
 }
 
 impl TatState {
@@ -23,32 +27,58 @@ impl TatState {
             (i128::from(spec.limit.max(1)), i128::from(spec.window_ms), i128::from(spec.burst));
         let tolerance = burst * window;
         let cap = (2 * tolerance).min(TOP_I * limit);
+        // Its key lives until its lead is 0 (at least 1 ms): then it is gone.
+        let last = self.last.filter(|&(at, ahead, _)| {
+            now - at.min(now) <= u64::try_from(ceil_div(ahead, limit).max(1)).unwrap_or(u64::MAX)
+        });
         // A clock that went back refills nothing.
         let mut ahead =
-            self.last.map_or(0, |(at, ahead)| (ahead - i128::from(now.saturating_sub(at)) * limit).clamp(0, cap));
+            last.map_or(0, |(at, ahead, _)| (ahead - i128::from(now.saturating_sub(at)) * limit).clamp(0, cap));
+        let mut mark = last.map_or(Mark { born_ms: now, count: 0 }, |(_, _, mark)| mark);
         let mut amount = i128::from(op.amount());
-        if let Op::Refund { .. } = op {
-            // Written only if there was a lead to lower.
-            let next =
-                if ahead > 0 { TatState { last: Some((now, (ahead - amount * window).max(0))) } } else { self.clone() };
+        if let Op::Refund { mark: given, .. } = op {
+            // Never below what was added since the reservation; nothing
+            // back from another bucket. Written only if the lead falls.
+            let added = given.filter(|g| g.born_ms == mark.born_ms && last.is_some()).map(|g| {
+                let since = (mark.count + COUNT - g.count % COUNT) % COUNT;
+                i128::from(since) * window
+            });
+            let next = match added {
+                Some(floor) if floor < 1 << 53 && floor < ahead => {
+                    TatState { last: Some((now, (ahead - amount * window).max(floor), mark)) }
+                }
+                _ => self.clone(),
+            };
             return (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next);
         }
         let mut next = self.clone();
+        if !matches!(op, Op::Check(_)) {
+            mark.count = (mark.count + op.amount() % COUNT) % COUNT;
+        }
         if let Op::Charge(_) = op {
             ahead = (ahead + amount * window).min(cap);
-            next = TatState { last: Some((now, ahead)) };
+            next = TatState { last: Some((now, ahead, mark)) };
             amount = 1; // then reported as a check of one unit
         }
         let after = ahead + amount * window;
         let fits = amount <= burst && after <= tolerance;
-        if fits {
-            if let Op::Use(_) = op {
-                ahead = after;
-                next = TatState { last: Some((now, ahead)) };
-            }
+        if fits && matches!(op, Op::Use(_) | Op::Reserve(_)) {
+            ahead = after;
+            next = TatState { last: Some((now, ahead, mark)) };
         }
         let remaining = if ahead <= tolerance { floor_div(tolerance - ahead, window) } else { 0 };
         let reset = ceil_div(ahead, limit);
+        if fits && matches!(op, Op::Reserve(_)) {
+            // The reply to a reservation: the lead after, and the mark.
+            let lead = u64::try_from(ahead).unwrap_or(u64::MAX);
+            let reply = LimitOutcome {
+                allowed: true,
+                remaining: lead,
+                reset_ms: mark.born_ms,
+                retry_after_ms: Some(mark.count),
+            };
+            return (reply, next);
+        }
         if fits {
             return (allowed(remaining, reset), next);
         }
@@ -92,6 +122,29 @@ mod tests {
         assert_eq!(d.retry_after_ms, Some(333));
         assert!(!g.decide(&spec, 333, Op::Use(1)).0.allowed);
         assert!(g.decide(&spec, 334, Op::Use(1)).0.allowed);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_refund_gives_back_no_more_than_the_bucket_would_hold_had_the_request_cost_less() {
+        // A token a ms, 10,000 at once.
+        let spec = LimitSpec { algorithm: Algorithm::TokenBucket, limit: 10_000, window_ms: 10_000, burst: 10_000 };
+        let reserve = |b: &TatState, at, units| {
+            let (d, next) = b.decide(&spec, at, Op::Reserve(units));
+            (crate::spec::Mark::of(&spec, &d).map(|(_, m)| m), next)
+        };
+        let refund = |b: &TatState, at, amount, mark| b.decide(&spec, at, Op::Refund { amount, at_ms: 0, mark }).1;
+        let missing = |b: &TatState, at| 10_000 - b.decide(&spec, at, Op::Check(1)).0.remaining;
+        let (mark, b) = reserve(&TatState::default(), 0, 9_050);
+        assert_eq!(mark, Some(crate::spec::Mark { born_ms: 0, count: 9_050 }));
+        // Nothing else spent: all of it back.
+        assert_eq!(missing(&refund(&b, 1_000, 5_000, mark), 1_000), 3_050);
+        // 5,000 spent since, 50 of it still missing: 50 back.
+        let (_, spent) = reserve(&b, 9_000, 5_000);
+        assert_eq!(missing(&refund(&spent, 9_000, 9_040, mark), 9_000), 5_000);
+        // The bucket was full (its key gone) before 9,990 were spent: nothing.
+        let (_, again) = reserve(&b, 10_500, 9_990);
+        assert_eq!(missing(&refund(&again, 10_600, 9_040, mark), 10_600), 9_890);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::response::{
     bad_request, most_restrictive, too_many_requests, unavailable, Headers, LocalReply, PolicyRef, Shown,
 };
 use crate::shared::SharedData;
-use crate::spec::{Op, SlotId};
+use crate::spec::{Mark, Op, SlotId};
 use crate::store::StoreError;
 
 /// The host services a request's evaluation needs.
@@ -73,12 +73,15 @@ pub struct Charge {
 }
 
 /// A reservation the store took for one request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reserved {
     /// Units taken from each limit counting cost.
     pub units: u64,
     /// The clock the store took them on (their windows' keys).
     pub at_ms: u64,
+    /// The mark of each token bucket or GCRA it was taken from (by index
+    /// into the rule's limits): what their refunds carry.
+    pub marks: Vec<(usize, Mark)>,
 }
 
 /// A concurrency slot a stream holds until it ends: in the store (released
@@ -180,6 +183,9 @@ pub struct PlannedDecision {
     clock_ms: Option<u64>,
     /// The price of each priced rule (by index), from the request's model.
     prices: Vec<(usize, Arc<Price>)>,
+    /// The marks of the buckets its reservations were taken from (by index
+    /// into `limits`), once the store admitted it.
+    marks: Vec<(usize, Mark)>,
 }
 
 impl PlannedDecision {
@@ -211,10 +217,15 @@ impl PlannedDecision {
         for &r in &self.rules {
             let Some(rule) = config.rules.get(r) else { continue };
             if let Some(units) = self.reserved_units(r, rule) {
-                out.push(self.charge(r, rule, Some(Reserved { units, at_ms: clock_ms })));
+                out.push(self.charge(r, rule, Some(Reserved { units, at_ms: clock_ms, marks: self.marks_of(r) })));
             }
         }
         out
+    }
+
+    /// Whether it takes a reservation if the store admits it.
+    pub fn reserves(&self, config: &Config) -> bool {
+        self.rules.iter().any(|&r| config.rules.get(r).is_some_and(|rule| self.reserved_units(r, rule).is_some()))
     }
 
     /// The units rule `r` (in reservation mode) asks its limits counting cost.
@@ -222,6 +233,27 @@ impl PlannedDecision {
         rule.cost.reservation()?;
         let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
         self.limits.iter().filter(|l| l.rule == r).find(cost).map(|l| l.op.amount())
+    }
+
+    /// The marks of rule `r`'s buckets, by index into the rule's limits.
+    fn marks_of(&self, r: usize) -> Vec<(usize, Mark)> {
+        let limits = self.marks.iter().filter_map(|&(i, m)| self.limits.get(i).map(|l| (l, m)));
+        limits.filter(|(l, _)| l.rule == r).map(|(l, m)| (l.limit, m)).collect()
+    }
+
+    /// Takes the marks out of the store's `outcomes` of this decision: an
+    /// admitted reservation of a bucket says its mark in place of its
+    /// remaining, reset and retry; the mark is kept, and the outcome made
+    /// what a use's would be (`Mark::of`).
+    pub fn take_marks(&mut self, config: &Config, outcomes: &mut [LimitOutcome]) {
+        for (i, (l, o)) in self.limits.iter().zip(outcomes.iter_mut()).enumerate() {
+            let Op::Reserve(_) = l.op else { continue };
+            let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
+            if let Some((outcome, mark)) = Mark::of(&limit.spec, o) {
+                *o = outcome;
+                self.marks.push((i, mark));
+            }
+        }
     }
 
     /// Whether the store answered and admitted it.
@@ -233,7 +265,7 @@ impl PlannedDecision {
     /// admitted this decision.
     fn reserved(&self, r: usize, rule: &Rule) -> Option<Reserved> {
         let at_ms = self.clock_ms.filter(|_| self.admitted())?;
-        Some(Reserved { units: self.reserved_units(r, rule)?, at_ms })
+        Some(Reserved { units: self.reserved_units(r, rule)?, at_ms, marks: self.marks_of(r) })
     }
 
     /// The units limit `i` of rule `r` asks of the store: the request's
@@ -483,6 +515,7 @@ where
             result: None,
             clock_ms: None,
             prices,
+            marks: Vec::new(),
         });
     }
     if decisions.is_empty() && known.is_empty() {
@@ -515,6 +548,8 @@ fn plan_limits(out: &mut Vec<PlannedLimit>, r: usize, rule: &Rule, cost: u64, di
             _ if l.spec.algorithm == Algorithm::Concurrency => Op::Take(slot_id(random, r, i), 0),
             (Counts::Requests, _) => Op::Use(1),
             (Counts::Cost, Cost::Response { reservation: None, reserve, .. }) => Op::Check(*reserve),
+            // A bucket's reservation: its refund needs the bucket's mark.
+            (Counts::Cost, Cost::Response { .. }) if l.spec.algorithm.tat() => Op::Reserve(cost),
             (Counts::Cost, _) => Op::Use(cost),
         };
         let offset_ms = l.staggered.then(|| window_offset(l.fingerprint, digest, l.spec.window_ms));
@@ -623,6 +658,10 @@ impl Pending {
         let result = match result {
             Ok(v) if v.len() != d.limits.len() => {
                 Err(StoreError::Malformed("the reply does not cover the decision's limits"))
+            }
+            Ok(mut v) => {
+                d.take_marks(env.config, &mut v);
+                Ok(v)
             }
             other => other,
         };

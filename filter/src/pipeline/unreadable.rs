@@ -47,6 +47,7 @@ where
             result: Some(Err(StoreError::RequestUnreadable)),
             clock_ms: None,
             prices: Vec::new(),
+            marks: Vec::new(),
         });
     }
     let known = Vec::new();

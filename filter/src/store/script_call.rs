@@ -15,7 +15,7 @@
 use crate::algorithm::{Algorithm, CC_RETRY_MS};
 use crate::keys::limit_keys;
 use crate::outcome::LimitOutcome;
-use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
+use crate::spec::{DecisionCall, LimitSpec, Op, COUNT, TOP};
 use crate::store::{redis_error, StoreError};
 
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
@@ -120,8 +120,13 @@ impl ScriptCall {
                 shape.push((index + 1).to_string());
                 shape.push(l.op.code().to_string());
                 shape.push(l.op.amount().to_string());
-                // The offset argument: a concurrency slot's id, or the offset.
-                shape.push(l.op.slot_id().map(|s| s.0).or(l.offset_ms).unwrap_or(0).to_string());
+                // The offset argument: a concurrency slot's id, a refund's
+                // mark, or the offset.
+                shape.push(match (l.op.slot_id(), l.op.mark()) {
+                    (Some(id), _) => id.0.to_string(),
+                    (_, Some(m)) => format!("{}:{}", m.born_ms, m.count),
+                    _ => l.offset_ms.unwrap_or(0).to_string(),
+                });
                 limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now_ms));
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
@@ -219,6 +224,9 @@ struct Bounds {
     /// A slot's release or renewal: retry 0, and allowed says whether the
     /// slot was still held.
     slot_kept: bool,
+    /// A bucket's reservation: admitted, it says its lead after (at most
+    /// this tolerance), born and count (see `Mark::of`).
+    marked: Option<u64>,
 }
 
 impl Bounds {
@@ -238,7 +246,8 @@ impl Bounds {
         let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. }) && op.amount() > capacity;
         // A refund is reported as 1 0 0 0, like a kept slot.
         let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
-        Bounds { capacity, longest_ms, never_fits, slot_kept }
+        let marked = matches!(op, Op::Reserve(_)).then(|| spec.burst.saturating_mul(spec.window_ms));
+        Bounds { capacity, longest_ms, never_fits, slot_kept, marked }
     }
 
     /// The outcome if `values` are possible: allowed exactly when the
@@ -246,6 +255,10 @@ impl Bounds {
     fn check(&self, values: &[i64]) -> Option<LimitOutcome> {
         let &[allowed, remaining, reset, retry] = values else { return None };
         let d = LimitOutcome::from_wire(allowed, remaining, reset, retry)?;
+        if let Some(tolerance) = self.marked.filter(|_| d.allowed && !self.never_fits) {
+            let fits = d.remaining <= tolerance && d.reset_ms <= TOP && d.retry_after_ms.is_some_and(|c| c < COUNT);
+            return fits.then_some(d);
+        }
         let retry_ok = match d.retry_after_ms {
             _ if self.slot_kept => d.retry_after_ms == Some(0),
             None => self.never_fits && !d.allowed,

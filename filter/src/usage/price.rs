@@ -97,4 +97,41 @@ mod tests {
         assert_eq!(bottom.cost(&[Some(u64::MAX); MAX_PATHS]), 0);
         assert_eq!(top.most(u64::MAX), u64::MAX);
     }
+
+    /// A price as the configuration accepts it: up to `MAX_PATHS` weights
+    /// of at most 10^12 either way, per 1 to 10^9; values of any size.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn priced() -> impl proptest::strategy::Strategy<Value = (Weighing, Vec<Option<u64>>)> {
+        use proptest::prelude::*;
+        let weight = -1_000_000_000_000i64..=1_000_000_000_000;
+        let value = prop_oneof![Just(None), (0u64..=1_000_000).prop_map(Some), any::<u64>().prop_map(Some)];
+        (proptest::collection::vec((weight, value), 0..=MAX_PATHS), 1u64..=1_000_000_000).prop_map(|(fields, per)| {
+            let w: Vec<i64> = fields.iter().map(|f| f.0).collect();
+            (weighing(&w, per), fields.into_iter().map(|f| f.1).collect())
+        })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    proptest::proptest! {
+        #[test]
+        fn a_price_is_never_less_than_exact_and_at_most_one_unit_more((price, values) in priced()) {
+            let exact: i128 =
+                price.weights.iter().zip(&values).map(|(w, v)| i128::from(*w) * i128::from(v.unwrap_or(0))).sum();
+            let per = i128::from(price.per);
+            let cost = price.cost(&values);
+            if exact <= 0 {
+                proptest::prop_assert_eq!(cost, 0);
+            } else if exact > i128::from(u64::MAX) * per {
+                proptest::prop_assert_eq!(cost, u64::MAX, "past u64: saturated");
+            } else {
+                let charged = i128::from(cost) * per;
+                proptest::prop_assert!(charged >= exact, "{} units of {} is less than the exact {}", cost, per, exact);
+                proptest::prop_assert!(charged - per < exact, "{} units of {} is a unit or more past {}", cost, per, exact);
+            }
+            // `most` bounds what as many units at any of the weights cost.
+            if let Some(units) = values.iter().try_fold(0u64, |sum, v| sum.checked_add(v.unwrap_or(0))) {
+                proptest::prop_assert!(price.most(units) >= cost, "most({}) = {} < {}", units, price.most(units), cost);
+            }
+        }
+    }
 }

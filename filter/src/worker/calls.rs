@@ -33,15 +33,19 @@ impl Worker {
             }
             Owner::Charge(id) => {
                 let c = self.charges.get(&id)?;
-                let op = match c.refund_at {
+                let marks = c.charge.reserved.as_ref().map_or(&[][..], |r| &r.marks[..]);
+                let op = |limit: usize| match c.refund_at {
                     None => Op::Charge(c.amount),
-                    Some(at_ms) => Op::Refund { amount: c.amount, at_ms },
+                    Some(at_ms) => {
+                        let mark = marks.iter().find(|(i, _)| *i == limit).map(|&(_, m)| m);
+                        Op::Refund { amount: c.amount, at_ms, mark }
+                    }
                 };
                 let limits = c
                     .charge
                     .limits
                     .iter()
-                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, op, offset))
+                    .filter_map(|&(limit, offset)| call(c.charge.rule, limit, op(limit), offset))
                     .collect();
                 Some((limits, &c.charge.identity, c.charge.slot))
             }

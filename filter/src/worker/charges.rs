@@ -16,7 +16,8 @@ use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{fallback_limit, refunds_may_undo, Charge};
+use crate::pipeline::{fallback_limit, refunds_may_undo, Charge, Reserved};
+use crate::spec::COUNT;
 use crate::store::StoreError;
 
 /// Charges of one identity under one rule on their way to the store.
@@ -38,22 +39,35 @@ pub(super) struct PendingCharge {
 #[derive(Debug, Default)]
 pub(super) struct Waiting(BTreeMap<(usize, String, Kind), u64>);
 
-/// What a waiting entry does: charge, or give back reservations taken in
-/// these windows (one index per limit charged: refunds merge only when
-/// each goes back into the same window).
+/// What a waiting entry does: charge, or give back reservations to these
+/// places (one per limit charged: refunds merge only when each goes back
+/// to the same place).
 type Kind = Option<Vec<u64>>;
 
-/// The windows a refund of reservations taken at `at_ms` goes back into.
-fn refund_windows(rule: &Rule, limits: &[(usize, Option<u64>)], at_ms: u64) -> Vec<u64> {
-    limits
-        .iter()
-        .map(|&(i, offset)| match rule.limits.get(i) {
-            Some(l) if l.spec.algorithm.windowed() => {
-                at_ms.saturating_add(offset.unwrap_or(0)) / l.spec.window_ms.max(1)
-            }
-            _ => 0,
-        })
-        .collect()
+/// Where a refund of `reserved` goes back, per limit: the index of the
+/// window it was taken in (a window count), or its bucket (a token bucket
+/// or GCRA: when it was born).
+fn refund_places(rule: &Rule, limits: &[(usize, Option<u64>)], reserved: &Reserved) -> Vec<u64> {
+    let place = |&(i, offset): &(usize, Option<u64>)| match rule.limits.get(i) {
+        Some(l) if l.spec.algorithm.windowed() => {
+            reserved.at_ms.saturating_add(offset.unwrap_or(0)) / l.spec.window_ms.max(1)
+        }
+        _ => reserved.marks.iter().find(|(j, _)| *j == i).map_or(0, |(_, m)| m.born_ms),
+    };
+    limits.iter().map(place).collect()
+}
+
+/// Refunds merged into one of a bucket carry the older mark: what was
+/// added to the bucket since then includes the newer reservation, so the
+/// sum gives back no more than the two would apart.
+fn keep_older_marks(into: &mut Option<Reserved>, from: Option<&Reserved>) {
+    let (Some(into), Some(from)) = (into.as_mut(), from) else { return };
+    for (i, mark) in &mut into.marks {
+        let older = from.marks.iter().find(|(j, m)| j == i && (mark.count + COUNT - m.count) % COUNT < COUNT / 2);
+        if let Some(&(_, m)) = older {
+            *mark = m;
+        }
+    }
 }
 
 /// The largest amount one charge may carry on `rule`'s limits counting
@@ -97,25 +111,35 @@ impl Worker {
 
     /// Charges `units` (nothing when 0), or settles the charge's
     /// reservation to them.
-    fn settle_units<H: Host>(&mut self, host: &H, charge: Charge, units: u64) {
+    fn settle_units<H: Host>(&mut self, host: &H, mut charge: Charge, units: u64) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
         // A reservation is settled: what the response used past it is
-        // charged now, what it left is given back to its windows.
-        let (units, refund_at) = match charge.reserved {
+        // charged now, what it left is given back to where it was taken.
+        let (units, refund_at) = match &charge.reserved {
             None => (units, None),
             Some(r) if units >= r.units => (units - r.units, None),
             Some(r) => (r.units - units, Some(r.at_ms)),
+        };
+        let kind = match (&charge.reserved, refund_at) {
+            (Some(r), Some(_)) => {
+                // A bucket gives back only with its mark.
+                let marked = |i: usize| r.marks.iter().any(|(j, _)| *j == i);
+                let back = |i: usize| rule.limits.get(i).is_some_and(|l| !l.spec.algorithm.tat() || marked(i));
+                charge.limits.retain(|&(i, _)| back(i));
+                Some(refund_places(rule, &charge.limits, r))
+            }
+            _ => None,
         };
         if units == 0 || charge.limits.is_empty() {
             return;
         }
         let most = max_amount(rule);
-        let kind = refund_at.map(|at| refund_windows(rule, &charge.limits, at));
         let key = (charge.rule, charge.identity, kind);
         if let Some(p) = self.waiting.0.get(&key).and_then(|id| self.charges.get_mut(id)) {
             if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
                 p.amount = sum;
                 p.responses += 1;
+                keep_older_marks(&mut p.charge.reserved, charge.reserved.as_ref());
                 return;
             }
         }
@@ -141,9 +165,9 @@ impl Worker {
     /// of its client start a new entry.
     pub(super) fn charge_leaves_queue(&mut self, id: u64) {
         let Some(c) = self.charges.get(&id) else { return };
-        let kind = c
-            .refund_at
-            .and_then(|at| self.config.rules.get(c.charge.rule).map(|rule| refund_windows(rule, &c.charge.limits, at)));
+        let rule = self.config.rules.get(c.charge.rule);
+        let reserved = c.charge.reserved.as_ref().filter(|_| c.refund_at.is_some());
+        let kind = rule.zip(reserved).map(|(rule, r)| refund_places(rule, &c.charge.limits, r));
         let key = (c.charge.rule, c.charge.identity.clone(), kind);
         if self.waiting.0.get(&key) == Some(&id) {
             self.waiting.0.remove(&key);

@@ -496,8 +496,8 @@ impl Worker {
             for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
                 let owner = Owner::Stream { stream, decision: i };
                 if let Some(f) = self.flights.values().find(|f| f.owners.contains(&owner)) {
-                    let reservations = d.reservations(&self.config, f.call.now_ms);
-                    self.orphan(stream, i, d.takes(false).collect(), reservations);
+                    let clock_ms = f.call.now_ms;
+                    self.orphan(stream, i, d, clock_ms);
                 }
             }
         }

@@ -22,7 +22,7 @@ use crate::fallback;
 use crate::id_map::IdMap;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{Charge, Hold, Reserved};
+use crate::pipeline::{Hold, PlannedDecision};
 use crate::spec::Op;
 use crate::store::StoreError;
 
@@ -73,8 +73,10 @@ pub(super) struct Slots {
 struct Orphan {
     /// Slots: released.
     holds: Vec<Hold>,
-    /// Reservations (their clock set when the call's is known): refunded whole.
-    reservations: Vec<Charge>,
+    /// A decision that reserves, and the clock its call decides on (set
+    /// when the call's is known): its reservations are refunded whole,
+    /// with the marks the store's answer gives.
+    reserving: Option<(PlannedDecision, u64)>,
 }
 
 /// How often a slot is renewed: every third of its `max_hold`, so two
@@ -228,20 +230,21 @@ impl Worker {
         held.renewed_ms = at;
     }
 
-    /// Stream `stream` ends with decision `decision` in a call in flight:
-    /// the slots it may take are released if the store admits it.
-    pub(super) fn orphan(&mut self, stream: u32, decision: usize, holds: Vec<Hold>, reservations: Vec<Charge>) {
-        if !holds.is_empty() || !reservations.is_empty() {
-            self.slots.orphans.insert((stream, decision), Orphan { holds, reservations });
+    /// Stream `stream` ends with decision `decision` in a call in flight
+    /// (deciding on `clock_ms`): the slots it may take are released, and
+    /// what it reserves given back, if the store admits it.
+    pub(super) fn orphan(&mut self, stream: u32, decision: usize, d: &PlannedDecision, clock_ms: u64) {
+        let holds: Vec<Hold> = d.takes(false).collect();
+        let reserving = d.reserves(&self.config).then(|| (d.clone(), clock_ms));
+        if !holds.is_empty() || reserving.is_some() {
+            self.slots.orphans.insert((stream, decision), Orphan { holds, reserving });
         }
     }
 
     /// An orphan's call decides on `clock_ms`: where its reservations went.
     pub(super) fn orphan_decided_on(&mut self, stream: u32, decision: usize, clock_ms: u64) {
-        if let Some(o) = self.slots.orphans.get_mut(&(stream, decision)) {
-            for c in &mut o.reservations {
-                c.reserved = c.reserved.map(|r| Reserved { at_ms: clock_ms, ..r });
-            }
+        if let Some((_, clock)) = self.slots.orphans.get_mut(&(stream, decision)).and_then(|o| o.reserving.as_mut()) {
+            *clock = clock_ms;
         }
     }
 
@@ -268,8 +271,9 @@ impl Worker {
         if admitted || result.as_ref().is_err_and(StoreError::may_have_run) {
             self.release_slots(host, orphan.holds);
         }
-        if admitted {
-            for charge in orphan.reservations {
+        if let (Some((mut d, clock_ms)), Ok(outcomes)) = (orphan.reserving.filter(|_| admitted), result) {
+            d.take_marks(&self.config, &mut outcomes.clone());
+            for charge in d.reservations(&self.config, clock_ms) {
                 self.give_back(host, charge);
             }
         }

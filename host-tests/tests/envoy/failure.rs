@@ -1,10 +1,10 @@
 //! Redis down: open rules serve through the fallback share, closed rules
 //! answer 503; Redis back: decisions resume; a SCRIPT FLUSH is invisible.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use host_tests::stack::Stack;
-use host_tests::windows::{start_clear_of_boundary, HOUR};
+use host_tests::windows::{start_clear_of_boundary, start_of_next_window, HOUR};
 
 use crate::plugin_config;
 
@@ -56,6 +56,50 @@ fn redis_down_then_back() {
     let remaining: Vec<String> =
         (0..3).map(|_| stack.get("/closed").header("x-ratelimit-remaining").unwrap_or("-").to_string()).collect();
     assert_eq!(remaining, ["8", "7", "6"]);
+}
+
+/// Each window of the fallback share: 10 s.
+const SHARE_WINDOW: Duration = Duration::from_secs(10);
+/// Requests a worker must receive in one window: more than the share, so
+/// that a share counted per worker would admit more than the proxy's.
+const PER_WORKER: u64 = 6;
+
+#[test]
+fn while_redis_is_down_the_share_is_the_proxys_across_both_workers_in_each_window() {
+    // Open, fleet of 2, 10 per 10 s: this proxy's share is 5 per window,
+    // whichever of its two workers the requests reach.
+    let rules = r#"{"name":"open","match":{"path_prefix":"/open"},"key":["client_ip"],"fleet_size":2,
+        "failure_mode":"open","limits":[{"algorithm":"sliding_window","limit":10,"window":"10s"}]}"#;
+    let mut stack = Stack::start(&plugin_config(rules));
+    stack.redis.process.stop();
+    for window in 0..2u64 {
+        let start = start_of_next_window(SHARE_WINDOW);
+        let before = stack.envoy.connections_per_worker();
+        assert_eq!(before.len(), 2, "Envoy runs two workers");
+        // Fresh connections, until each worker had more than the share.
+        let mut answers = Vec::new();
+        let reached = loop {
+            let per_worker: Vec<u64> =
+                stack.envoy.connections_per_worker().iter().zip(&before).map(|(n, b)| n - b).collect();
+            if per_worker.iter().all(|n| *n >= PER_WORKER) {
+                break per_worker;
+            }
+            assert!(answers.len() < 200, "200 connections and a worker had fewer than {PER_WORKER}: {per_worker:?}");
+            answers.push(stack.get_fresh("/open"));
+        };
+        let now = SystemTime::now();
+        assert!(now < start + SHARE_WINDOW, "window {window}: the requests took past the window's end");
+        let remaining: Vec<&str> =
+            answers.iter().filter(|a| a.status == 200).map(|a| a.header("x-ratelimit-remaining").unwrap()).collect();
+        assert_eq!(
+            remaining,
+            ["4", "3", "2", "1", "0"],
+            "window {window}: the proxy's share, once, across workers that had {reached:?} of {} requests",
+            answers.len()
+        );
+        assert!(answers.iter().all(|a| matches!(a.status, 200 | 429)), "window {window}: only 200 and 429");
+        assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.open.fallback_allowed"), 5 * (window + 1));
+    }
 }
 
 #[test]

@@ -57,18 +57,11 @@ pub fn charged(stack: &host_tests::stack::Stack, key: &str) -> u64 {
     keys.iter().map(|k| redis::cmd("GET").arg(k).query::<Option<u64>>(&mut c).unwrap().unwrap_or(0)).sum()
 }
 
-/// Waits until `key`'s count is `want` (charges land after the response);
-/// `rising`: it never passes `want` on the way (check-then-charge; a
-/// reservation holds more until it is settled).
+/// Waits until `key`'s count is `want` (charges land after the response),
+/// and until it has stayed so for a quiet period (`settle::settles_at`): a
+/// charge made twice, even later than the first, shows. `rising`: it never
+/// passes `want` on the way (check-then-charge; a reservation holds more
+/// until it is settled).
 pub fn wait_charged(stack: &host_tests::stack::Stack, key: &str, want: u64, rising: bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let got = charged(stack, key);
-        if got == want {
-            return;
-        }
-        assert!(!rising || got < want, "{key}: charged {got}, more than {want}");
-        assert!(std::time::Instant::now() < deadline, "{key}: charged {got}, never {want}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    host_tests::settle::settles_at(&format!("{key}: charged"), want, rising, || charged(stack, key));
 }

@@ -9,14 +9,14 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use host_tests::llm_gateway::{LlmGateway, CHAT, TEST_TIMEOUT};
+use host_tests::settle::settles_at;
 
-/// Waits until the filter has charged `want` units (and no charge failed).
-fn wait_charged(gw: &LlmGateway, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while gw.stat("charged_units") < want && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(gw.stat("charged_units"), want);
+/// Waits until the filter has charged `want` units in all and that has
+/// held for a quiet period (a response charged again later shows), then
+/// checks it made `charges` charges (one per response) and none failed.
+fn wait_charged(gw: &LlmGateway, want: u64, charges: u64) {
+    settles_at("charged_units", want, true, || gw.stat("charged_units"));
+    assert_eq!(gw.stat("charges"), charges, "one charge per response");
     assert_eq!(gw.stat("charge_errors"), 0);
 }
 
@@ -37,7 +37,7 @@ fn a_client_asking_for_gzip_pays_the_usage_in_the_answer() {
     assert_eq!(a.status, 200);
     // Envoy's compressor, before the filter, compresses for the client.
     assert_eq!(a.header("content-encoding"), Some("gzip"));
-    wait_charged(&gw, 150_000);
+    wait_charged(&gw, 150_000, 1);
     assert_eq!((gw.stat("usage_missing"), gw.stat("usage_unreadable")), (0, 0));
     // 150,000 of 100,000 tokens an hour: in debt.
     let next = gw.chat(&[("authorization", &key), ("x-usage", "1")]);
@@ -49,7 +49,7 @@ fn an_upstream_that_always_compresses_is_read_through_its_encoding() {
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
     let a = gw.chat(&[("authorization", &auth("sk-always-gzip")), ("x-usage", "1234"), ("x-compress", "gzip")]);
     assert_eq!(a.status, 200);
-    wait_charged(&gw, 1234);
+    wait_charged(&gw, 1234, 1);
     assert_eq!(gw.stat("usage_unreadable"), 0);
 }
 
@@ -58,7 +58,7 @@ fn an_answer_in_an_encoding_the_filter_cannot_read_is_charged_max_and_logged() {
     let gw = LlmGateway::start(&[TEST_TIMEOUT]);
     let a = gw.chat(&[("authorization", &auth("sk-brotli")), ("x-usage", "10"), ("x-compress", "br")]);
     assert_eq!(a.status, 200);
-    wait_charged(&gw, 200_000);
+    wait_charged(&gw, 200_000, 1);
     assert_eq!(gw.stat("usage_unreadable"), 1);
     let deadline = Instant::now() + Duration::from_secs(10);
     let line = "the usage of 1 responses could not be read since the last such line (rule llm: content-encoding br cannot be decoded); they were charged 200000 units";
@@ -84,7 +84,7 @@ fn a_stream_reset_right_after_its_usage_event_is_charged_that_usage() {
     conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     conn.write_all(&raw.bytes_with(CHAT.as_bytes())).unwrap();
     let _ = conn.read_to_end(&mut Vec::new());
-    wait_charged(&gw, 4321);
+    wait_charged(&gw, 4321, 1);
     assert_eq!(gw.stat("usage_missing"), 0);
 }
 
@@ -104,7 +104,7 @@ fn a_client_hanging_up_once_it_read_the_usage_pays_that_usage() {
     // Read what it wanted; gone before [DONE].
     conn.shutdown(std::net::Shutdown::Both).unwrap();
     drop(reader);
-    wait_charged(&gw, 777);
+    wait_charged(&gw, 777, 1);
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn a_client_hanging_up_before_the_response_headers_pays_max() {
     }
     conn.shutdown(std::net::Shutdown::Both).unwrap();
     drop(conn);
-    wait_charged(&gw, 200_000);
+    wait_charged(&gw, 200_000, 1);
     assert_eq!(gw.stat("usage_missing"), 1);
 }
 
@@ -140,10 +140,10 @@ fn a_body_cut_before_its_usage_is_charged_what_it_delivered() {
         let _ = raw.send_body(gw.envoy.port, CHAT.as_bytes(), 0);
     };
     cut("sk-cut-400k", "400000");
-    wait_charged(&gw, 100_017);
+    wait_charged(&gw, 100_017, 1);
     // After a megabyte: past the max, 200,000.
     cut("sk-cut-1m", "1000000");
-    wait_charged(&gw, 300_017);
+    wait_charged(&gw, 300_017, 2);
     assert_eq!(gw.stat("usage_missing"), 2);
 }
 
@@ -158,7 +158,7 @@ fn no_redis_key_or_value_holds_the_bearer_token() {
             assert!(!value.contains(&token[..12]), "{name}: {value}");
         }
     }
-    wait_charged(&gw, 100 + 200_000);
+    wait_charged(&gw, 100 + 200_000, 2);
     let dump = gw.redis_dump();
     assert!(!dump.is_empty());
     let runs: Vec<&str> = (0..=token.len() - 12).map(|i| &token[i..i + 12]).collect();

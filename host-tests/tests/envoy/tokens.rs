@@ -2,7 +2,7 @@
 //! like an LLM API: usage read from the JSON body, from a Server-Sent
 //! Events stream and from a header, charged after the response.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use host_tests::envoy::start_from_template;
@@ -177,32 +177,76 @@ fn wait_sliding(stack: &Stack, key: &str, want: u64) {
 }
 
 #[test]
-fn concurrent_requests_overshoot_by_at_most_what_was_in_flight() {
+fn a_budget_running_out_is_overshot_by_the_requests_in_flight_and_no_more() {
     in_one_hour();
     let upstream = LlmUpstream::start();
     let limit = r#"{"algorithm":"fixed_window","limit":1000,"window":"1h"}"#;
     let stack = Stack::start_with_upstream(&config(BODY, limit, "open"), upstream.port);
-    // 32 at once, each answered after 2 s: every one passed its check before
-    // any usage was known, so each is charged: 3200 of 1000.
     let port = stack.envoy.port;
-    let wave = || -> Vec<u16> {
-        std::thread::scope(|s| {
-            let threads: Vec<_> = (0..32)
-                .map(|_| s.spawn(move || chat_at(port, "burst", &[("x-usage", "100"), ("x-delay-ms", "2000")]).status))
-                .collect();
-            threads.into_iter().map(|t| t.join().unwrap()).collect()
-        })
-    };
-    let first = wave();
-    let admitted = first.iter().filter(|s| **s == 200).count() as u64;
-    assert!(first.iter().all(|s| *s == 200 || *s == 429), "{first:?}");
-    wait_charged(&stack, "burst", 100 * admitted, true);
-    // The bound: the overshoot is at most the cost of the requests in flight.
-    assert!(100 * admitted <= 1000 + 100 * 32, "{admitted} admitted");
-    assert!(admitted >= 10, "the budget itself was spent: {admitted} admitted");
-    // Spent: the next wave is refused whole.
-    assert!(wave().iter().all(|s| *s == 429));
-    assert_eq!(charged(&stack, "burst"), 100 * admitted, "nothing more was charged");
+    // 900 of 1000 spent, one charge at a time.
+    for spent in 1..=9 {
+        assert_eq!(chat(&stack, "burst", &[("x-usage", "100")]).status, 200);
+        wait_charged(&stack, "burst", 100 * spent, true);
+    }
+    // Eight at once, answered 3 s after they reach the upstream, 200 ms
+    // apart: each passes its check (100 left) before any usage is known.
+    let served = || upstream.served.load(Ordering::Relaxed);
+    let before = served();
+    let in_flight = AtomicU64::new(8);
+    let (wave, probes) = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..8u64)
+            .map(|i| {
+                let delay = (3_000 + 200 * i).to_string();
+                let in_flight = &in_flight;
+                s.spawn(move || {
+                    let a = chat_at(port, "burst", &[("x-usage", "100"), ("x-delay-ms", &delay)]);
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    a.status
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while served() < before + 8 {
+            let answered = 8 - in_flight.load(Ordering::SeqCst);
+            assert_eq!(answered, 0, "answered before the upstream had all eight: refused with 100 left");
+            assert!(Instant::now() < deadline, "the eight never all reached the upstream");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(charged(&stack, "burst"), 900, "all eight checked before any of them was charged");
+        // The first charge spends the budget (1000): from then on, while
+        // the other seven are in flight, every request is refused.
+        while charged(&stack, "burst") < 1000 {
+            assert!(Instant::now() < deadline, "the first of the eight was never charged");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut probes = Vec::new();
+        while in_flight.load(Ordering::SeqCst) > 0 {
+            probes.push(chat_at(port, "burst", &[("x-usage", "100")]).status);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        (threads.into_iter().map(|t| t.join().unwrap()).collect::<Vec<u16>>(), probes)
+    });
+    assert_eq!(wave, [200; 8]);
+    let admitted = probes.iter().filter(|s| **s == 200).count();
+    assert!(!probes.is_empty(), "no request was sent while the seven were in flight");
+    assert!(probes.iter().all(|s| matches!(s, 200 | 429)), "{probes:?}");
+    assert_eq!(
+        admitted,
+        0,
+        "{admitted} of {} requests admitted past the spent budget while seven were in flight",
+        probes.len()
+    );
+    // The overshoot is the cost of the seven in flight when it ran out.
+    wait_charged(&stack, "burst", 1000 + 7 * 100, true);
+    // Spent: 32 more at once are refused whole, and charged nothing.
+    let refused: Vec<u16> = std::thread::scope(|s| {
+        let threads: Vec<_> =
+            (0..32).map(|_| s.spawn(move || chat_at(port, "burst", &[("x-usage", "100")]).status)).collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_eq!(refused, [429; 32]);
+    wait_charged(&stack, "burst", 1700, true);
+    assert_eq!(stack.envoy.stat("wasmcustom.ratelimit.llm.charges"), 9 + 8, "one charge per admitted response");
 }
 
 #[test]

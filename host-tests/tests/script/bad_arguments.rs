@@ -4,7 +4,7 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, Op, SlotId};
+use ratelimit::spec::{DecisionCall, Mark, Op, SlotId};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
@@ -64,8 +64,8 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (21, "0", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "3", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "1.5", "shape 2 limit 1: spec must be an index into the specs"),
-        (22, "x", "shape 2 limit 1: op must be u, k, g, f, r or n"),
-        (22, "U", "shape 2 limit 1: op must be u, k, g, f, r or n"),
+        (22, "x", "shape 2 limit 1: op must be u, v, k, g, f, r or n"),
+        (22, "U", "shape 2 limit 1: op must be u, v, k, g, f, r or n"),
         (23, "nan", "shape 2 limit 1: amount must be a positive integer"),
         (23, "inf", "shape 2 limit 1: amount must be a positive integer"),
         (23, "-inf", "shape 2 limit 1: amount must be a positive integer"),
@@ -80,7 +80,7 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (24, "nan", "shape 2 limit 1: offset must be an integer from 0 to window - 1"),
         (24, "5", "shape 2 limit 1: offset applies to fw only"),
         (15, "5", "shape 1 limit 1: offset applies to fw only"),
-        (17, "g", "shape 1 limit 2: a shape is either u and k or only g, f, r and n"),
+        (17, "g", "shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
         (25, "0", "the decision count must be an integer from 1 to 256"),
         (25, "257", "the decision count must be an integer from 1 to 256"),
         (25, "3", "expected 29 arguments for these decisions"),
@@ -125,13 +125,19 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
         refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
+    assert!(
+        mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
+        "{mixed}"
+    );
     let mixed = refuse(&mut f, &[limit(fw, Op::Charge(1)), limit(fw, Op::Check(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
+    assert!(
+        mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
+        "{mixed}"
+    );
     let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
     let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
     assert!(on_log.contains("ratelimit: shape 1 limit 1: g is impossible on sl"), "{on_log}");
-    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at_ms: T0 })]);
+    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at_ms: T0, mark: None })]);
     assert!(refund_log.contains("ratelimit: shape 1 limit 1: f is impossible on sl"), "{refund_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
     let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
@@ -154,7 +160,10 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let charge_cc = refuse(&mut f, &[limit(cc, Op::Charge(1))]);
     assert!(charge_cc.contains("ratelimit: shape 1 limit 1: g is impossible on cc"), "{charge_cc}");
     let mixed = refuse(&mut f, &[limit(cc, Op::Take(SlotId(7), 0)), limit(fw, Op::Charge(1))]);
-    assert!(mixed.contains("ratelimit: shape 1 limit 2: a shape is either u and k or only g, f, r and n"), "{mixed}");
+    assert!(
+        mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
+        "{mixed}"
+    );
     let two = refuse(&mut f, &[limit(cc, Op::Check(2))]);
     assert!(
         two.contains("ratelimit: shape 1 limit 1: cc takes amount 1 (u: 1 and the streams held outside the store)"),
@@ -169,4 +178,54 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
         let err = refused(&mut f, &call, T0);
         assert!(err.contains(id), "slot id {bad}: {err}");
     }
+}
+
+#[test]
+fn a_reservation_off_buckets_and_a_bucket_refund_without_its_mark_are_refused() {
+    let mut f = Fixture::new();
+    f.run_call(&good_call(T0), T0).unwrap();
+    let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
+        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+    };
+    for algorithm in [Algorithm::SlidingWindow, Algorithm::FixedWindow, Algorithm::SlidingLog, Algorithm::Concurrency] {
+        let err = refuse(&mut f, &[limit(spec(algorithm, 5, 1000, 1), Op::Reserve(1))]);
+        assert!(err.contains("ratelimit: shape 1 limit 1: v applies to tb and gc only"), "{algorithm:?}: {err}");
+    }
+    let mixed = refuse(
+        &mut f,
+        &[
+            limit(spec(Algorithm::TokenBucket, 5, 1000, 5), Op::Reserve(1)),
+            limit(spec(Algorithm::FixedWindow, 5, 1000, 5), Op::Charge(1)),
+        ],
+    );
+    assert!(
+        mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
+        "{mixed}"
+    );
+    // A bucket's refund: its reservation's mark, born:count, count < 2^48.
+    let mark = Mark { born_ms: 7, count: 9 };
+    for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
+        let bucket = spec(algorithm, 5, 1000, 5);
+        let refund = |mark| limit(bucket, Op::Refund { amount: 1, at_ms: T0, mark });
+        let none = refuse(&mut f, &[refund(None)]);
+        assert!(none.contains("ratelimit: shape 1 limit 1: a tb or gc refund takes its mark, born:count"), "{none}");
+        for bad in
+            ["7", "7:", ":9", "7:9:1", "a:9", "7.5:9", "-7:9", "7:281474976710656", "9007199254740992:9", "7:1e5"]
+        {
+            let mut call = ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[refund(Some(mark))] }]);
+            let at = call.args.iter().rposition(|a| a == "7:9").unwrap();
+            call.args[at] = bad.to_string();
+            let err = refused(&mut f, &call, T0);
+            assert!(
+                err.contains("ratelimit: shape 1 limit 1: a tb or gc refund takes its mark, born:count"),
+                "{bad}: {err}"
+            );
+        }
+        let top = Mark { born_ms: (1 << 53) - 1, count: (1 << 48) - 1 };
+        f.run(T0, &[DecisionCall { identity: "c1", limits: &[refund(Some(top))] }]).unwrap();
+    }
+    // A window takes no mark.
+    let window = limit(spec(Algorithm::FixedWindow, 5, 1000, 5), Op::Refund { amount: 1, at_ms: T0, mark: Some(mark) });
+    let err = refuse(&mut f, &[window]);
+    assert!(err.contains("ratelimit: shape 1 limit 1: offset must be an integer from 0 to window - 1"), "{err}");
 }

@@ -1,11 +1,12 @@
 //! Hand-derived tables of checks (`k`) and charges (`g`) per algorithm,
 //! with debts: a charge past the limit admits nothing until it is repaid,
 //! and retry_after is exact (1 ms earlier refused, at it admitted). A check
-//! never writes; a charge always does.
+//! never writes; a charge always does. Then refunds (`f`) of reservations
+//! (`v` on buckets).
 
 use ratelimit::algorithm::Algorithm::*;
-use ratelimit::spec::LimitSpec;
-use ratelimit::spec::Op::{self, Charge as G, Check as K, Use as U};
+use ratelimit::spec::Op::{self, Charge as G, Check as K, Reserve as V, Use as U};
+use ratelimit::spec::{LimitSpec, Mark};
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};
 
@@ -143,7 +144,7 @@ fn sliding_log_checks() {
 
 /// A refund (`f`) of a reservation at T0 + `at`.
 fn f(amount: u64, at: u64) -> Op {
-    Op::Refund { amount, at_ms: T0 + at }
+    Op::Refund { amount, at_ms: T0 + at, mark: None }
 }
 
 #[test]
@@ -182,16 +183,114 @@ fn fixed_window_refunds_go_back_into_the_reservations_window() {
     );
 }
 
+/// A step of a reservation's life: (ms after T0, what is done, the reply as
+/// a table row; for a reservation, the row its mark stands for).
+enum Life {
+    /// A reservation of this many units, whose mark is kept (`v`).
+    Reserve(u64),
+    /// The kept reservation's refund of this many units (`f`).
+    Refund(u64),
+    /// Anything else, on the same bucket.
+    Op(Op),
+}
+
+/// Runs a reservation's life on `spec`.
+fn live(spec: LimitSpec, steps: &[(u64, Life, Row)]) {
+    let mut f = Fixture::new();
+    let mut mark = None;
+    for (i, (t, step, want)) in steps.iter().enumerate() {
+        let op = match step {
+            Life::Reserve(units) => V(*units),
+            Life::Refund(amount) => Op::Refund { amount: *amount, at_ms: T0, mark },
+            Life::Op(op) => *op,
+        };
+        let mut got = f.one("c", T0 + t, &[limit(spec, op)])[0];
+        if let Life::Reserve(_) = step {
+            let (outcome, m) = Mark::of(&spec, &got).unwrap_or_else(|| panic!("step {}: no mark in {got:?}", i + 1));
+            (got, mark) = (outcome, Some(m));
+        }
+        assert_eq!(row(&got), *want, "{} step {} (t={t})", spec.algorithm.name(), i + 1);
+    }
+}
+
+/// 10,000 tokens per 10 s, 10,000 at once: a token a ms.
+fn ten_thousand(algorithm: ratelimit::algorithm::Algorithm) -> LimitSpec {
+    spec(algorithm, 10_000, 10_000, 10_000)
+}
+
 #[test]
 fn token_bucket_refunds_lower_the_lead_never_past_a_full_bucket() {
-    run(
+    live(
         spec(TokenBucket, 10, 1000, 10),
         &[
-            (0, U(8), (true, 2, 800, 0)),
-            (100, f(5, 0), (true, 0, 0, 0)), // 7 missing after 100 ms, 2 after the refund
-            (100, K(8), (true, 8, 200, 0)),
-            (100, f(100, 0), (true, 0, 0, 0)),
-            (100, K(10), (true, 10, 0, 0)),
+            (0, Life::Reserve(8), (true, 2, 800, 0)),
+            (100, Life::Refund(5), (true, 0, 0, 0)), // 7 missing after 100 ms, 2 after the refund
+            (100, Life::Op(K(8)), (true, 8, 200, 0)),
+            (100, Life::Refund(100), (true, 0, 0, 0)),
+            (100, Life::Op(K(10)), (true, 10, 0, 0)),
+        ],
+    );
+}
+
+#[test]
+fn a_refund_after_the_bucket_refilled_gives_nothing_back() {
+    // Issue 41: 9,050 reserved and held while the bucket refills; 9,990
+    // spent; then the refund of 9,040. Had the request cost 10 from the
+    // start, the bucket would hold 10 now, as it does: nothing comes back,
+    // and 1,000 more wait until 990 ms have refilled.
+    for algorithm in [TokenBucket, Gcra] {
+        live(
+            ten_thousand(algorithm),
+            &[
+                (0, Life::Reserve(9_050), (true, 950, 9_050, 0)),
+                (10_500, Life::Op(U(9_990)), (true, 10, 9_990, 0)),
+                (10_600, Life::Refund(9_040), (true, 0, 0, 0)),
+                (10_600, Life::Op(U(1_000)), (false, 110, 9_890, 890)),
+                (11_490, Life::Op(U(1_000)), (true, 0, 10_000, 0)),
+            ],
+        );
+    }
+}
+
+#[test]
+fn a_refund_when_nothing_else_was_spent_gives_back_all_of_it() {
+    live(
+        ten_thousand(TokenBucket),
+        &[
+            (0, Life::Reserve(9_050), (true, 950, 9_050, 0)),
+            (1_000, Life::Refund(5_000), (true, 0, 0, 0)), // 8,050 missing, then 3,050
+            (1_000, Life::Op(K(6_950)), (true, 6_950, 3_050, 0)),
+            (1_000, Life::Op(K(6_951)), (false, 6_950, 3_050, 1)),
+            // Held until most of it refilled: the rest is gone, as before.
+            (9_000, Life::Refund(4_000), (true, 0, 0, 0)),
+            (9_000, Life::Op(K(10_000)), (true, 10_000, 0, 0)),
+        ],
+    );
+}
+
+#[test]
+fn a_refund_after_others_spent_gives_back_what_the_bucket_would_hold() {
+    live(
+        ten_thousand(Gcra),
+        &[
+            (0, Life::Reserve(4_000), (true, 6_000, 4_000, 0)),
+            (100, Life::Op(U(3_000)), (true, 3_100, 6_900, 0)),
+            // Never near full: the whole 3,500 back.
+            (200, Life::Refund(3_500), (true, 0, 0, 0)),
+            (200, Life::Op(K(6_700)), (true, 6_700, 3_300, 0)),
+            (200, Life::Op(K(6_701)), (false, 6_700, 3_300, 1)),
+        ],
+    );
+    live(
+        ten_thousand(TokenBucket),
+        &[
+            (0, Life::Reserve(9_050), (true, 950, 9_050, 0)),
+            (9_000, Life::Op(U(5_000)), (true, 4_950, 5_050, 0)),
+            // 50 were still missing of the 9,050: had the request cost 10,
+            // the bucket would miss the 5,000 alone.
+            (9_000, Life::Refund(9_040), (true, 0, 0, 0)),
+            (9_000, Life::Op(K(5_000)), (true, 5_000, 5_000, 0)),
+            (9_000, Life::Op(K(5_001)), (false, 5_000, 5_000, 1)),
         ],
     );
 }

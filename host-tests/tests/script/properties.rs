@@ -1,16 +1,20 @@
-//! Random batches of uses, checks, charges and refunds, for two clients sharing
-//! their limits' specs: the script agrees with the Rust model decision by
-//! decision, and every key it writes has a TTL no longer than needed.
+//! Random batches of uses, checks, charges, reservations and refunds, for
+//! two clients sharing their limits' specs: the script agrees with the Rust
+//! model decision by decision, and every key it writes has a TTL no longer
+//! than needed. A bucket's refund carries the mark of one of the client's
+//! earlier reservations, or now and then one made up.
 //!
 //! Time is simulated and Redis never expires a key in real time (see
 //! `fixture`): keys go exactly when the simulated clock passes their TTL, so
 //! the outcome does not depend on how fast the machine runs.
 
+use std::collections::BTreeMap;
+
 use proptest::prelude::*;
 use ratelimit::algorithm::Algorithm;
 use ratelimit::model::Model;
-use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
+use ratelimit::spec::{LimitSpec, Mark, COUNT};
 
 use crate::fixture::{max_ttl, spec, Fixture, T0};
 
@@ -42,7 +46,7 @@ fn raw_decision() -> impl Strategy<Value = RawDecision> {
         any::<bool>(),
         prop::bool::weighted(0.25),
         1..16u8,
-        prop::array::uniform4(0..3u8),
+        prop::array::uniform4(0..4u8),
         prop::array::uniform4(any::<u64>()),
         any::<bool>(),
     )
@@ -69,26 +73,41 @@ fn capacity(spec: &LimitSpec) -> u64 {
     }
 }
 
+/// The marks each client's reservations were given, per limit.
+type Marks = BTreeMap<(bool, usize), Vec<Mark>>;
+
 /// The limits of one decision: a charge or a refund of each chosen limit
-/// but the sliding logs, or a use or check of each, amounts up to one past
-/// the capacity (a charge or refund up to twice it; a refund of a
-/// reservation taken up to two windows before `now`).
-fn plan(limits: &[Limit], raw: &RawDecision, now: u64) -> Vec<LimitCall<'static>> {
-    let &(_, charge, mask, ops, seeds, shift) = raw;
+/// but the sliding logs, or a use, reservation (buckets) or check of each,
+/// amounts up to one past the capacity (a charge or refund up to twice it;
+/// a refund of a reservation taken up to two windows before `now`, and on
+/// a bucket with the mark of one of `marks`, or a made-up one).
+fn plan(limits: &[Limit], raw: &RawDecision, now: u64, marks: &Marks) -> Vec<LimitCall<'static>> {
+    let &(b, charge, mask, ops, seeds, shift) = raw;
     let mut calls = Vec::new();
     for (i, l) in limits.iter().enumerate() {
         if mask >> i & 1 == 0 || (charge && l.spec.algorithm == Algorithm::SlidingLog) {
             continue;
         }
         let cap = capacity(&l.spec);
+        let seed = seeds[i];
         let op = match (charge, ops[i]) {
-            (true, 0) => {
-                let at_ms = now - (seeds[i] >> 20) % (2 * l.spec.window_ms.min(1 << 40));
-                Op::Refund { amount: 1 + seeds[i] % (2 * cap), at_ms }
+            (true, 0 | 3) => {
+                let at_ms = now - (seed >> 20) % (2 * l.spec.window_ms.min(1 << 40));
+                // A mark given earlier, or one made up: that mark's count
+                // off by a little, or any other.
+                let given = marks.get(&(b, i)).map(|m| m[(seed >> 4) as usize % m.len()]);
+                let mark = match (given, seed % 5) {
+                    (Some(m), 0) => Mark { count: (m.count + COUNT + (seed >> 8) % 9 - 4) % COUNT, ..m },
+                    (Some(m), 1..) => m,
+                    (None, _) => Mark { born_ms: now - (seed >> 8) % 4000, count: (seed >> 12) % COUNT },
+                };
+                let mark = l.spec.algorithm.tat().then_some(mark);
+                Op::Refund { amount: 1 + seed % (2 * cap), at_ms, mark }
             }
-            (true, _) => Op::Charge(1 + seeds[i] % (2 * cap)),
-            (false, 0) => Op::Check(1 + seeds[i] % (cap + 1)),
-            (false, _) => Op::Use(1 + seeds[i] % (cap + 1)),
+            (true, _) => Op::Charge(1 + seed % (2 * cap)),
+            (false, 0) => Op::Check(1 + seed % (cap + 1)),
+            (false, 2 | 3) if l.spec.algorithm.tat() => Op::Reserve(1 + seed % (cap + 1)),
+            (false, _) => Op::Use(1 + seed % (cap + 1)),
         };
         let offset_ms = (shift && l.spec.algorithm == Algorithm::FixedWindow).then_some(l.offset_ms);
         calls.push(LimitCall { rule: RULES[i], spec: l.spec, op, offset_ms });
@@ -106,18 +125,36 @@ proptest! {
     fn script_agrees_with_the_model_on_random_batches((limits, steps) in scenario()) {
         let mut f = Fixture::new();
         let mut model = Model::new();
+        let mut marks = Marks::new();
+        let probes: Vec<LimitCall> = (limits.iter().enumerate())
+            .filter(|(_, l)| l.spec.algorithm.tat())
+            .map(|(i, l)| LimitCall { rule: RULES[i], spec: l.spec, op: Op::Check(1), offset_ms: None })
+            .collect();
         let mut now = T0;
         for (i, (advance, raw)) in steps.iter().enumerate() {
             now += advance;
-            let plans: Vec<Vec<LimitCall>> = raw.iter().map(|r| plan(&limits, r, now)).collect();
-            let batch: Vec<DecisionCall> = raw
+            let plans: Vec<Vec<LimitCall>> = raw.iter().map(|r| plan(&limits, r, now, &marks)).collect();
+            let mut batch: Vec<DecisionCall> = raw
                 .iter()
                 .zip(&plans)
                 .map(|(r, limits)| DecisionCall { identity: if r.0 { "b" } else { "a" }, limits })
                 .collect();
+            // Then each client's buckets are looked at: a lead a refund
+            // left shows in what remains.
+            if !probes.is_empty() {
+                batch.extend(["a", "b"].map(|identity| DecisionCall { identity, limits: &probes }));
+            }
             let got = f.run(now, &batch);
             let want = model.decide_all(now, now, &batch);
-            prop_assert_eq!(got, Ok(want), "step {} at +{} ms: {:?}", i, now - T0, plans);
+            prop_assert_eq!(&got, &Ok(want), "step {} at +{} ms: {:?}", i, now - T0, plans);
+            for ((r, calls), outcomes) in raw.iter().zip(&plans).zip(got.unwrap_or_default()) {
+                for (call, o) in calls.iter().zip(&outcomes) {
+                    let rule = RULES.iter().position(|&x| x == call.rule).unwrap_or(0);
+                    if let (Op::Reserve(_), Some((_, mark))) = (call.op, Mark::of(&call.spec, o)) {
+                        marks.entry((r.0, rule)).or_default().push(mark);
+                    }
+                }
+            }
             for (key, ttl) in &f.written {
                 let rule = RULES.iter().position(|r| key.contains(&format!(":{r}:"))).unwrap();
                 let max = max_ttl(&limits[rule].spec);

@@ -34,6 +34,7 @@ mod reply_failures;
 mod request_trailers;
 mod reservations;
 mod retry_after;
+mod shared_tables;
 mod status_scenario;
 mod store_acl;
 mod stray_callbacks;

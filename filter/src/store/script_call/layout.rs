@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::{ScriptCall, ScriptReply, ERROR_TEXT};
 use crate::algorithm::Algorithm;
 use crate::outcome::LimitOutcome;
-use crate::spec::{DecisionCall, LimitCall, LimitSpec, Op, MAX_DECISIONS, MAX_LIMITS};
+use crate::spec::{DecisionCall, LimitCall, LimitSpec, Mark, Op, MAX_DECISIONS, MAX_LIMITS};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const DRIVER: &str = include_str!("../../../../lua/driver.lua");
@@ -142,7 +142,7 @@ fn disagreement(argv_layout: &str, call: &ScriptCall, now: u64, decisions: &[Dec
                 (spec.field("burst")?, asked.spec.burst.to_string()),
                 (sent.field("op")?, asked.op.code().to_string()),
                 (sent.field("amount")?, asked.op.amount().to_string()),
-                (sent.field("offset")?, asked.offset_ms.unwrap_or(0).to_string()),
+                (sent.field("offset")?, offset(asked)),
             ];
             if let Some((got, want)) = want.iter().find(|(got, want)| got != want) {
                 return Err(format!("decision {d}, rule {}: sent {got:?} where {want:?} was asked", asked.rule));
@@ -150,6 +150,14 @@ fn disagreement(argv_layout: &str, call: &ScriptCall, now: u64, decisions: &[Dec
         }
     }
     Ok(())
+}
+
+/// What the offset argument of `l` says: a refund's mark, or its offset.
+fn offset(l: &LimitCall<'_>) -> String {
+    match l.op.mark() {
+        Some(m) => format!("{}:{}", m.born_ms, m.count),
+        None => l.offset_ms.unwrap_or(0).to_string(),
+    }
 }
 
 /// Entry `index` (1-based) of `list`.
@@ -196,8 +204,15 @@ fn batches() -> Vec<Batch> {
         l("api", day, Op::Check(3), Some(86_399_999)),
         l("gen", log, Op::Use(2), None),
         l("gen", gcra, Op::Use(1), None),
+        l("tok", bucket, Op::Reserve(2), None),
     ];
-    let charge = vec![l("tok", bucket, Op::Charge(40), None), l("tok", day, Op::Charge(5), None)];
+    let mark = Some(Mark { born_ms: 1_699_999_999_000, count: 77 });
+    let charge = vec![
+        l("tok", bucket, Op::Charge(40), None),
+        l("tok", day, Op::Charge(5), None),
+        l("tok", bucket, Op::Refund { amount: 3, at_ms: 1_699_999_999_500, mark }, None),
+        l("tok", day, Op::Refund { amount: 3, at_ms: 1_699_999_999_500, mark: None }, Some(7)),
+    ];
     vec![
         (1_700_000_000_123, vec![("a", request.clone()), ("b", charge.clone()), ("c", request.clone())]),
         (42, vec![("x~_", vec![l("r", bucket, Op::Use(3), None)])]),

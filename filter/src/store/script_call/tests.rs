@@ -1,5 +1,5 @@
 use super::*;
-use crate::spec::LimitCall;
+use crate::spec::{LimitCall, Mark};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
@@ -238,4 +238,33 @@ fn bounds_follow_the_debt_caps_and_stop_at_two_to_the_53() {
     assert_eq!(b(Algorithm::Gcra, 3, 1000, 2).capacity, 2);
     assert_eq!(b(Algorithm::SlidingWindow, 1, TOP, 1).longest_ms, TOP);
     assert_eq!(b(Algorithm::TokenBucket, 1, 1, TOP).longest_ms, TOP);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_reservation_admitted_says_its_lead_and_mark_and_its_refund_sends_the_mark() {
+    // BUCKET: 3 per second, 5 at once: a tolerance of 5,000 units.
+    let reserve = [limit(BUCKET, Op::Reserve(2))];
+    let call = ScriptCall::new("rl", 0, &[DecisionCall { identity: "b", limits: &reserve }]);
+    assert_eq!(call.args[6..], ["1", "1", "1", "v", "2", "0", "1", "1"]);
+    let born = 1_700_000_000_000;
+    let reply = |lead: i64, count: i64| ints(&[1, lead, born, count]);
+    let raw = d(true, 3_000, born as u64, Some(41));
+    assert_eq!(call.decode(&reply(3_000, 41)), Ok(vec![Ok(vec![raw])]));
+    // 3,000 units missing: 2 remain, full in 1,000 ms.
+    assert_eq!(Mark::of(&BUCKET, &raw), Some((d(true, 2, 1_000, Some(0)), Mark { born_ms: born as u64, count: 41 })));
+    let impossible = Err(StoreError::Malformed("impossible decision values"));
+    assert_eq!(call.decode(&reply(5_001, 41)), impossible, "a lead past the tolerance");
+    assert_eq!(call.decode(&reply(5_000, 1 << 48)), impossible, "a count of 2^48");
+    assert_eq!(call.decode(&reply(5_000, -1)), impossible, "no count");
+    assert!(call.decode(&reply(5_000, (1 << 48) - 1)).is_ok());
+    // Refused, it answers as a use does, and has no mark.
+    let denied = d(false, 1, 1_000, Some(334));
+    assert_eq!(call.decode(&ints(&[0, 1, 1_000, 334])), Ok(vec![Ok(vec![denied])]));
+    assert_eq!(Mark::of(&BUCKET, &denied), None);
+    // Its refund sends the mark where an offset goes.
+    let mark = Some(Mark { born_ms: born as u64, count: 41 });
+    let refund = [limit(BUCKET, Op::Refund { amount: 1, at_ms: 0, mark })];
+    let call = ScriptCall::new("rl", 0, &[DecisionCall { identity: "b", limits: &refund }]);
+    assert_eq!(call.args[6..], ["1", "1", "1", "f", "1", "1700000000000:41", "1", "1"]);
 }

@@ -472,10 +472,14 @@ fn a_decision_that_failed_inside_redis_follows_its_own_rules_policy_and_the_othe
         [format!("ratelimit: redis error: {WRONGTYPE} (1 store errors on this worker since the last such line)")]
     );
     // The breakers: a key failure of b's slot only; the store answered.
-    let b = format!("ratelimit.breaker.{}", crate::keys::cluster_slot(&crate::identity::digest("b")));
+    let slot_key = |u: &str| {
+        crate::breaker::slot_key(&w.config.store.breaker, crate::keys::cluster_slot(&crate::identity::digest(u)))
+    };
+    let b = slot_key("b");
     assert_eq!(breaker_record(&host, &b).map(|r| r[0]), Some(1), "b's slot counts one failure");
     for other in ["a", "c"] {
-        let key = format!("ratelimit.breaker.{}", crate::keys::cluster_slot(&crate::identity::digest(other)));
+        let key = slot_key(other);
+        assert_ne!(key, b, "{other} is in another range of hash slots");
         assert_eq!(breaker_record(&host, &key).map_or(0, |r| r[0]), 0, "{other}'s slot");
     }
     assert_eq!(breaker_record(&host, "ratelimit.breaker").map_or(0, |r| r[0]), 0, "the store breaker");
@@ -529,6 +533,8 @@ fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_t
 
 mod bodies;
 mod charges;
+#[cfg(not(target_arch = "wasm32"))]
+mod lease_shares;
 mod leases;
 mod pinned;
 mod reservations;

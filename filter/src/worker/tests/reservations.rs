@@ -140,17 +140,18 @@ fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_b
     let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), NOW);
     let n = br#"{"n":8,"max_tokens":3000}"#; // 25 bytes
     admit(&mut w, &host, 1, n, 0);
-    assert!(host.body(0).contains("/u/24025/0/"), "8 completions of 3,000 and the body: {}", host.body(0));
+    let both = "/1/v/24025/0/2/u/24025/0/";
+    assert!(host.body(0).contains(both), "8 completions of 3,000 and the body, the bucket's marked: {}", host.body(0));
     let best_of = br#"{"n":2,"best_of":3,"max_tokens":10}"#; // 35 bytes
     admit(&mut w, &host, 2, best_of, 1);
-    assert!(host.body(1).contains("/u/65/0/"), "3 candidates of 10 and the body: {}", host.body(1));
+    assert!(host.body(1).contains("/v/65/0/"), "3 candidates of 10 and the body: {}", host.body(1));
     // No bound stated and a large prompt: 4,096 + 120,000 bytes is past the
     // bucket's 50,000 (and max's 200,000 past both): the whole bucket, which
     // a full one admits, never a worst case no bucket can hold.
     let prompt = format!(r#"{{"messages":"{}"}}"#, "x".repeat(120_000));
     let prompt: &'static [u8] = Box::leak(prompt.into_bytes().into_boxed_slice());
     admit(&mut w, &host, 3, prompt, 2);
-    assert!(host.body(2).contains("/u/50000/0/"), "capped at the smallest capacity: {}", host.body(2));
+    assert!(host.body(2).contains("/v/50000/0/"), "capped at the smallest capacity: {}", host.body(2));
 }
 
 #[test]
@@ -180,4 +181,89 @@ fn a_refused_worst_case_is_never_cached_but_a_refused_request_count_is() {
     assert_eq!(host.sent.borrow().len(), 2, "answered from the deny cache");
     assert_eq!(host.replied.borrow().len(), 3);
     assert_eq!(host.metrics.get(0, Event::DenyCacheHit), 1);
+}
+
+/// 10,000 tokens per 10 s in a token bucket, reserved.
+const BUCKET: &str = r#"{"name":"llm","key":["header:x-user"],"identity":"clear",
+    "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
+    "limits":[{"algorithm":"token_bucket","limit":10000,"window":"10s"}]}"#;
+
+/// The store's answer to an admitted reservation of a bucket: its lead
+/// after (in 1/10,000 ms), when the bucket was born and all that was added
+/// to it: the reservation's mark.
+fn marked(lead: i64, born: u64, count: i64) -> Answer {
+    ints(&[1, lead, born as i64, count])
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_buckets_reservation_keeps_its_mark_out_of_the_headers_and_its_refund_carries_it() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, BUCKET), NOW);
+    let send = |w: &mut Worker, s: u32, body: &'static [u8]| {
+        w.on_request_headers(&host, s, &chat(), false);
+        w.on_request_body(&host, s, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    };
+    let born = NOW - 5_000;
+    send(&mut w, 1, br#"{"max_tokens":50}"#);
+    assert!(host.body(0).contains("/1/1/v/67/0/1/1"), "50 + 17 reserved: {}", host.body(0));
+    // 70 tokens missing after it (70 ms of refill): 9,930 remain.
+    w.on_answer(&host, host.token(0), marked(700_000, born, 4_242));
+    assert_eq!(*host.resumed.borrow(), [1]);
+    // Three more: two of that bucket, one of a bucket born since.
+    for (s, count, b) in [(2, 5_000, born), (3, 5_067, born), (4, 67, NOW)] {
+        send(&mut w, s, br#"{"max_tokens":50}"#);
+        w.on_answer(&host, host.token(s as usize - 1), marked(700_000, b, count));
+    }
+    let headers = w.on_response_headers(&host, 1, &Usage("30"), true);
+    assert!(headers.contains(&("x-ratelimit-remaining", "9930".into())), "{headers:?}");
+    // Full again in 70 ms: the next second.
+    assert!(headers.contains(&("x-ratelimit-reset", (NOW / 1000 + 1).to_string())), "{headers:?}");
+    assert!(headers.contains(&("ratelimit-reset", "1".into())), "{headers:?}");
+    assert!(host.body(4).contains(&format!("/1/1/f/37/{born}%3A4242/1/1")), "the mark: {}", host.body(4));
+    // While that refund is out, the three settle: the one of the bucket
+    // born since waits apart; the two of one bucket wait as one refund of
+    // their sum, under the older mark.
+    for s in [3, 2, 4] {
+        w.on_response_headers(&host, s, &Usage("7"), true);
+    }
+    assert_eq!(host.sent.borrow().len(), 5);
+    w.on_answer(&host, host.token(4), ints(&[1, 0, 0, 0]));
+    let refunds = host.body(5);
+    assert!(refunds.contains(&format!("/1/1/f/120/{born}%3A5000/1/1/f/60/{NOW}%3A67/")), "{refunds}");
+    assert_eq!(host.decisions_in(5), 2);
+    w.on_answer(&host, host.token(5), ints(&[1, 0, 0, 0, 1, 0, 0, 0]));
+    // An excess charge carries no mark.
+    send(&mut w, 5, br#"{"max_tokens":50}"#);
+    w.on_answer(&host, host.token(6), marked(700_000, born, 9_000));
+    w.on_response_headers(&host, 5, &Usage("100"), true);
+    assert!(host.body(7).contains("/1/1/g/33/0/1/1"), "{}", host.body(7));
+    assert!(host.warnings.borrow().is_empty(), "{:?}", host.warnings.borrow());
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_buckets_reservation_given_back_whole_carries_its_mark() {
+    let host = FakeHost::new();
+    let team = r#",{"name":"team","key":["header:x-team"],"identity":"clear",
+        "limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{BUCKET}{team}")), NOW);
+    let body = br#"{"max_tokens":50}"#;
+    let send = |w: &mut Worker, s: u32, request: &FakeRequest| {
+        w.on_request_headers(&host, s, request, false);
+        w.on_request_body(&host, s, request, body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
+    };
+    // Its stream gone before the answer.
+    send(&mut w, 1, &chat());
+    w.on_stream_end(&host, 1);
+    w.on_answer(&host, host.token(0), marked(670_000, NOW, 67));
+    assert!(host.body(1).contains(&format!("/f/67/{NOW}%3A67/")), "{}", host.body(1));
+    w.on_answer(&host, host.token(1), ints(&[1, 0, 0, 0]));
+    // Refused by another rule after the bucket took it.
+    send(&mut w, 2, &chat().with("x-team", "t"));
+    let mut answer = vec![1, 1_340_000, NOW as i64, 134];
+    answer.extend([0, 0, 60_000, 60_000]);
+    w.on_answer(&host, host.token(2), ints(&answer));
+    assert_eq!(host.replied.borrow()[0].1.status, 429);
+    assert!(host.body(3).contains(&format!("/f/67/{NOW}%3A134/")), "{}", host.body(3));
 }
