@@ -4,7 +4,7 @@
 //! what the store was asked, in the order it was asked.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, LimitCall, LimitSpec, Op, SlotId};
+use ratelimit::spec::{DecisionCall, LimitCall, LimitSpec, Mark, Op, SlotId};
 
 /// One limit of a decision, owned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,11 +71,12 @@ pub fn decode(args: &[String]) -> Result<StoredCall, String> {
             Ok(LimitSpec { algorithm, limit: argv.num()?, window_ms: argv.num()?, burst: argv.num()? })
         })
         .collect::<Result<_, String>>()?;
-    // A shape: per limit (spec index, op code, amount, offset or slot id).
-    let shapes: Vec<Vec<(usize, String, u64, u64)>> = (0..argv.num()?)
+    // A shape: per limit (spec index, op code, amount, and an offset, a
+    // slot id or a refund's mark `born:count`).
+    let shapes: Vec<Vec<(usize, String, u64, String)>> = (0..argv.num()?)
         .map(|_| {
             (0..argv.num()?)
-                .map(|_| Ok((argv.num::<usize>()?, argv.text()?, argv.num()?, argv.num()?)))
+                .map(|_| Ok((argv.num::<usize>()?, argv.text()?, argv.num()?, argv.text()?)))
                 .collect::<Result<_, String>>()
         })
         .collect::<Result<_, String>>()?;
@@ -85,8 +86,14 @@ pub fn decode(args: &[String]) -> Result<StoredCall, String> {
         let shape = shapes.get(argv.num::<usize>()?.wrapping_sub(1)).ok_or("no such shape")?;
         let mut identity = None;
         let mut limits = Vec::new();
-        for (spec, code, amount, offset) in shape {
+        for (spec, code, amount, last) in shape {
             let spec = *specs.get(spec.wrapping_sub(1)).ok_or("no such spec")?;
+            let mark = last.split_once(':').map(|(born, count)| -> Result<Mark, String> {
+                let n = |t: &str| t.parse::<u64>().map_err(|_| format!("a mark {last}"));
+                Ok(Mark { born_ms: n(born)?, count: n(count)? })
+            });
+            let mark = mark.transpose()?;
+            let offset = &if mark.is_some() { 0 } else { last.parse::<u64>().map_err(|_| format!("ARGV {last}"))? };
             let key = keys.next().ok_or("fewer keys than limits")?;
             if spec.algorithm == Algorithm::SlidingWindow {
                 keys.next().ok_or("fewer keys than limits")?;
@@ -97,12 +104,14 @@ pub fn decode(args: &[String]) -> Result<StoredCall, String> {
             let op = match (code.as_str(), spec.algorithm) {
                 ("u", Algorithm::Concurrency) => Op::Take(SlotId(*offset), amount.saturating_sub(1)),
                 ("u", _) => Op::Use(*amount),
+                ("v", _) => Op::Reserve(*amount),
                 ("k", _) => Op::Check(*amount),
                 ("g", _) => Op::Charge(*amount),
                 // The window the reservation went into is in the key's name.
                 ("f", _) => Op::Refund {
                     amount: *amount,
                     at_ms: parts.index.map_or(now_ms, |i| (i * spec.window_ms).saturating_sub(offset_ms.unwrap_or(0))),
+                    mark,
                 },
                 ("r", _) => Op::Release(SlotId(*offset)),
                 ("n", _) => Op::Renew(SlotId(*offset)),
@@ -172,12 +181,21 @@ mod tests {
             LimitCall { rule: "a", spec: fw, op: Op::Check(2), offset_ms: Some(1234) },
             LimitCall { rule: "a", spec: cc, op: Op::Take(SlotId(77), 1), offset_ms: None },
         ];
+        let mark = Some(Mark { born_ms: 1_700_000_000_001, count: 1234 });
         let b = [
-            LimitCall { rule: "b", spec: tb, op: Op::Refund { amount: 30, at_ms: now }, offset_ms: None },
-            LimitCall { rule: "b", spec: fw, op: Op::Refund { amount: 3, at_ms: 1_700_000_000_000 }, offset_ms: None },
+            LimitCall { rule: "b", spec: tb, op: Op::Refund { amount: 30, at_ms: now, mark }, offset_ms: None },
+            LimitCall {
+                rule: "b",
+                spec: fw,
+                op: Op::Refund { amount: 3, at_ms: 1_700_000_000_000, mark: None },
+                offset_ms: None,
+            },
             LimitCall { rule: "b", spec: cc, op: Op::Release(SlotId(9)), offset_ms: None },
         ];
-        let c = [LimitCall { rule: "a", spec: sw, op: Op::Use(1), offset_ms: None }];
+        let c = [
+            LimitCall { rule: "a", spec: sw, op: Op::Use(1), offset_ms: None },
+            LimitCall { rule: "a", spec: tb, op: Op::Reserve(40), offset_ms: None },
+        ];
         let batch = [
             DecisionCall { identity: "~Hx", limits: &a },
             DecisionCall { identity: "u1", limits: &b },

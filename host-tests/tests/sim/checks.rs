@@ -119,7 +119,7 @@ fn seen(world: &World, rule: usize, user: usize, limit: usize, epoch: u32) -> Ve
             }
             let Some(l) = d.decision.limits.get(limit) else { continue };
             let amount = match l.op {
-                Op::Use(a) => a,
+                Op::Use(a) | Op::Reserve(a) => a,
                 _ => continue,
             };
             let units = match (t.reserved > 0, t.admitted, t.charged) {

@@ -10,7 +10,7 @@ use host_tests::store_decisions::{decode, StoredDecision};
 use host_tests::wasm_host::Call;
 use ratelimit::model::Model;
 use ratelimit::outcome::LimitOutcome;
-use ratelimit::spec::Op;
+use ratelimit::spec::{Mark, Op};
 
 /// One request-time decision of a stream, as the store got it.
 #[derive(Clone, Debug)]
@@ -97,7 +97,14 @@ impl Ledger {
             let model = match (&mut self.model, reached) {
                 (Some(m), true) => {
                     let limits = d.limit_calls();
-                    Some(m.decide(stored.now_ms, store_ms, &d.call(&limits)))
+                    let outcomes = m.decide(stored.now_ms, store_ms, &d.call(&limits));
+                    // An admitted reservation's reply carries its mark: the
+                    // outcome it stands for is what the module shows.
+                    let shown = limits.iter().zip(outcomes).map(|(l, o)| match l.op {
+                        Op::Reserve(_) => Mark::of(&l.spec, &o).map_or(o, |(o, _)| o),
+                        _ => o,
+                    });
+                    Some(shown.collect())
                 }
                 _ => None,
             };
