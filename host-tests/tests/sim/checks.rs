@@ -332,7 +332,8 @@ fn leased_bound(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resu
 /// `fallback.share`: while the store fails, a proxy admits at most
 /// `limit / fleet_size` per window per client of the open rate (`fo`),
 /// counted for clients whose fallback entry no other client or rule of
-/// the schedule can take over (a taken-over entry starts afresh).
+/// the schedule can take over (a taken-over entry starts afresh), one
+/// share more in a window the wall clock stepped back into or within.
 fn fallback_share(world: &mut World) -> Result<(), String> {
     let Some(fo) = world.rules.index("fo").filter(|&r| world.rules.get(r).kind == Kind::FailOpen) else {
         return Ok(());
@@ -382,7 +383,11 @@ fn fallback_share(world: &mut World) -> Result<(), String> {
                 continue;
             }
             world.count("fallback.share");
-            if let Some((w, n)) = by_window.into_iter().find(|(_, n)| *n > share) {
+            // A window the wall clock stepped back out of and came back to
+            // starts afresh (the entry holds one window): one share more.
+            let backs = stepped_back(world, spec.window_ms, 0);
+            let over = |(w, n): &(u64, u64)| *n > share * (1 + backs.iter().filter(|b| *b == w).count() as u64);
+            if let Some((w, n)) = by_window.into_iter().find(over) {
                 return Err(format!(
                     "fallback.share: proxy {proxy} admitted {n} of client u{user} in window {w} while the store failed, its share is {share}"
                 ));
