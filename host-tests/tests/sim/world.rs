@@ -540,6 +540,16 @@ impl World<'_> {
     fn drain(&mut self, proxy: usize) {
         let calls = self.hosts[proxy].take_dispatched();
         for call in calls {
+            if std::env::var_os("SIM_TRACE").is_some() {
+                eprintln!(
+                    "  call {} vm {} {:?} at {}: {:?}",
+                    call.id,
+                    call.vm,
+                    call.fault,
+                    call.dispatched_ms,
+                    call.request.args()
+                );
+            }
             let behind = self.store_behind;
             let store_ms = call.dispatched_ms - behind;
             let travel = self.travel_at(call.dispatched_ms);
@@ -638,7 +648,11 @@ impl World<'_> {
         for k in keys {
             let v: redis::Value = redis::cmd("DUMP").arg(&k).query(&mut self.redis).unwrap();
             let ty: String = redis::cmd("TYPE").arg(&k).query(&mut self.redis).unwrap();
-            let shown = if ty == "string" {
+            let shown = if ty == "zset" {
+                let m: Vec<String> =
+                    redis::cmd("ZRANGE").arg(&k).arg(0).arg(-1).arg("WITHSCORES").query(&mut self.redis).unwrap();
+                format!("zset {m:?}")
+            } else if ty == "string" {
                 redis::cmd("GET").arg(&k).query::<String>(&mut self.redis).unwrap()
             } else {
                 format!("{ty} {v:?}").chars().take(40).collect()
