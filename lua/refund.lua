@@ -8,8 +8,11 @@
 -- is its reservation's mark (born:count, the v reply), and had the bucket
 -- been full (lead 0) since, the lead now would be at most what was added
 -- since (count now - the mark's), so it falls no lower than that; a bucket
--- born since (its key expired: it was full) gives nothing back. Exact when
--- nothing was added since. Never refused; reported as 1 0 0 0.
+-- born since (its key expired: it was full) gives nothing back. What a
+-- refund gives back leaves the count too (whole units), so the reservations
+-- taken after this one and refunded before it weigh only what they used:
+-- refunds land in any order. Exact when the bucket was not full since.
+-- Never refused; reported as 1 0 0 0.
 -- (A fragment of the driver's loop: the same locals as the algorithms'.)
 local key = keys[k]
 if c == 'sw' or c == 'fw' then
@@ -39,8 +42,13 @@ else
     end
     -- The lead now (as tat.lua reads it), then less amount x window.
     local q, r = num(sq) - elapsed, num(sr)
-    -- The floor: what was added since the reservation, in units.
-    local w = ((num(sc) - num(mc)) % COUNT) * window
+    -- The floor: what was added since the reservation, in units; less
+    -- than nothing (refunds of reservations taken before it) is nothing.
+    local since = (num(sc) - num(mc)) % COUNT
+    if since >= COUNT / 2 then
+      since = 0
+    end
+    local w = since * window
     if (q > 0 or (q == 0 and r > 0)) and w < MAX_EXACT then -- else nothing to give back
       if r >= limit then
         local n = floor(r / limit)
@@ -64,7 +72,10 @@ else
       if nq < q or (nq == q and nr < r) then
         -- PX at least 1: a lead of 0 is a full bucket, as an absent key.
         local px = nq + ((nr > 0 or nq == 0) and 1 or 0)
-        wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d:%s:%s', store_now, nq, nr, sb, sc), fmt('%d', px), false
+        -- Given back, in whole units (at most amount): out of the count.
+        local back = floor(((q - nq) * limit + r - nr) / window)
+        local left = (num(sc) - back) % COUNT
+        wq[nw + W_KEY], wq[nw + W_VALUE], wq[nw + W_PX], wq[nw + W_HOW] = key, fmt('%d:%d:%d:%s:%d', store_now, nq, nr, sb, left), fmt('%d', px), false
         nw = nw + WRITE_SLOTS
       end
     end

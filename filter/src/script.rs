@@ -1,8 +1,9 @@
 //! The Lua decision script, embedded as written in `lua/` by `build.rs`:
 //! the prelude, the clock and the driver with each algorithm's file copied
 //! in. One text, one SHA-1, so a single EVALSHA covers every algorithm.
-//! Nothing is renamed or moved, and a comment line is left empty: every
-//! line of the script is a line of a file in `lua/`, and `source_of` says
+//! Nothing is renamed or moved; a comment line is left empty and a line
+//! of code unindented: every line of the script is a line of a file in
+//! `lua/`, and `source_of` says
 //! which, so a Redis error's
 //! `user_script:<line>` points into `lua/`.
 
@@ -46,10 +47,11 @@ pub fn source_of(line: usize) -> Option<(&'static str, usize)> {
 /// The source of the line a Redis error names (`user_script:<line>`, its
 /// last mention), as `lua/<file>:<line>`.
 pub fn source_of_error(message: &str) -> Option<String> {
-    const AT: &str = "user_script:";
-    let at = message.rfind(AT)? + AT.len();
-    let digits = message.get(at..)?.bytes().take_while(u8::is_ascii_digit).take(9).count();
-    let line = message.get(at..at + digits)?.parse().ok()?;
+    const AT: &[u8] = b"user_script:";
+    let bytes = message.as_bytes();
+    let at = bytes.windows(AT.len()).rposition(|w| w == AT)? + AT.len();
+    let digits = bytes.get(at..)?.iter().take_while(|b| b.is_ascii_digit()).take(9);
+    let line = digits.fold(None, |n: Option<usize>, d| Some(n.unwrap_or(0) * 10 + usize::from(d - b'0')))?;
     let (file, line) = source_of(line)?;
     Some(format!("lua/{file}:{line}"))
 }
@@ -75,11 +77,12 @@ mod tests {
         ("concurrency_write.lua", include_str!("../../lua/concurrency_write.lua")),
     ];
 
-    /// Line `line` of `file` as the script holds it: a comment line empty.
+    /// Line `line` of `file` as the script holds it: a comment line empty,
+    /// a line of code unindented.
     fn source_line(file: &str, line: usize) -> &'static str {
         let (_, text) = SOURCES.iter().find(|(f, _)| *f == file).unwrap_or_else(|| panic!("{file} is not in lua/"));
-        let l = text.lines().nth(line - 1).unwrap_or_else(|| panic!("lua/{file} has no line {line}"));
-        if l.trim_start().starts_with("--") {
+        let l = text.lines().nth(line - 1).unwrap_or_else(|| panic!("lua/{file} has no line {line}")).trim();
+        if l.starts_with("--") {
             ""
         } else {
             l
@@ -141,6 +144,12 @@ mod tests {
         assert_eq!(
             source_of_error("ERR user_script:1: boom script: x, on @user_script:1."),
             Some("lua/prelude.lua:1".into())
+        );
+        let (file, line) = source_of(2).unwrap();
+        assert_eq!(
+            source_of_error("ERR user_script:1: boom script: x, on @user_script:2."),
+            Some(format!("lua/{file}:{line}")),
+            "the last mention"
         );
         for none in ["WRONGTYPE Operation against a key", "user_script:", "user_script:0", "user_script:99999999999999"]
         {

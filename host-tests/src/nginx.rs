@@ -104,7 +104,8 @@ impl Nginx {
             if !process.running() || log.contains("configuration refused") {
                 return Err(NginxFailed { log });
             }
-            let ready = log.matches("] ratelimit: ").count() >= configured;
+            // One line per worker process that configured it.
+            let ready = log.matches(" rules, store ").count() >= configured;
             if ready && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return Ok(Nginx { port, process, dir });
             }
@@ -127,6 +128,16 @@ impl Nginx {
     /// the store, decided).
     pub fn store_failed(&self) -> bool {
         self.log().contains("dispatch failed")
+    }
+
+    /// Rewrites its configuration with `edit` and reloads it (SIGHUP to the
+    /// master): new worker processes take new connections, the old ones
+    /// finish theirs and exit.
+    pub fn reload(&self, edit: impl FnOnce(String) -> String) {
+        let path = self.dir.path().join("nginx.conf");
+        let conf = edit(std::fs::read_to_string(&path).unwrap());
+        std::fs::write(&path, conf).unwrap();
+        self.process.signal("HUP");
     }
 
     /// The master's process id.
@@ -165,7 +176,23 @@ impl NginxStack {
             .unwrap_or_else(|e| panic!("nginx refused to start:\n{}", e.log))
     }
 
+    /// Everything in front of the upstream on `upstream`, with the
+    /// rendered configuration passed through `edit` (a test of what a
+    /// directive changes).
+    pub fn start_edited(plugin: &str, upstream: u16, edit: impl FnOnce(String) -> String) -> NginxStack {
+        NginxStack::try_start_edited(Some(plugin), Some(upstream), edit)
+            .unwrap_or_else(|e| panic!("nginx refused to start:\n{}", e.log))
+    }
+
     fn try_start_to(plugin: Option<&str>, upstream: Option<u16>) -> Result<NginxStack, NginxFailed> {
+        NginxStack::try_start_edited(plugin, upstream, |conf| conf)
+    }
+
+    fn try_start_edited(
+        plugin: Option<&str>,
+        upstream: Option<u16>,
+        edit: impl FnOnce(String) -> String,
+    ) -> Result<NginxStack, NginxFailed> {
         let redis = RedisServer::start();
         let webdis = Webdis::start(redis.port);
         let backend = Backend::start();
@@ -174,7 +201,7 @@ impl NginxStack {
         // does (127.0.0.1:7379): it goes to this webdis.
         let plugin =
             plugin.map(|p| with_credential(&p.replace("127.0.0.1:7379", &format!("127.0.0.1:{}", webdis.port))));
-        let conf = render(&ports, plugin.as_deref());
+        let conf = edit(render(&ports, plugin.as_deref()));
         let nginx = Nginx::start(&conf, ports.listen)?;
         wait_for_port(ports.listen, "nginx", Duration::from_secs(10));
         Ok(NginxStack { nginx, webdis, redis, backend, agent: agent(Duration::from_secs(10)) })

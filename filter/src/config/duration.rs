@@ -4,7 +4,7 @@
 /// unit ms, s, m, h or d, or is zero, or overflows.
 pub fn parse_ms(text: &str) -> Option<u64> {
     let split = text.find(|c: char| !c.is_ascii_digit())?;
-    let (digits, unit) = text.split_at(split);
+    let (digits, unit) = text.split_at_checked(split)?;
     if digits.is_empty() || digits.len() > 12 {
         return None;
     }

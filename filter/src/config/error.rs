@@ -14,6 +14,8 @@ pub struct ConfigError {
 
 impl ConfigError {
     /// An error at `path`.
+    #[cold]
+    #[inline(never)]
     pub fn at(path: &str, reason: impl Into<String>) -> ConfigError {
         ConfigError { path: path.to_string(), reason: reason.into() }
     }

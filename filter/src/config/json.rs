@@ -14,6 +14,7 @@ pub struct Obj<'a> {
 }
 
 /// The path of `field` inside `parent`.
+#[inline(never)]
 pub fn child(parent: &str, field: &str) -> String {
     if parent.is_empty() {
         field.to_string()
@@ -24,6 +25,7 @@ pub fn child(parent: &str, field: &str) -> String {
 
 impl<'a> Obj<'a> {
     /// `value` as an object whose fields are all in `known`.
+    #[inline(never)]
     pub fn new(value: &'a Value, path: &str, known: &[&str]) -> Result<Obj<'a>> {
         let members = value.as_object().ok_or_else(|| ConfigError::at(path, "must be an object"))?;
         if let Some((unknown, _)) = members.iter().find(|(k, _)| !known.contains(&k.as_str())) {
@@ -41,16 +43,19 @@ impl<'a> Obj<'a> {
     }
 
     /// The path of one of this object's fields.
+    #[inline(never)]
     pub fn path_of(&self, field: &str) -> String {
         child(&self.path, field)
     }
 
     /// A field's raw value, if present and not null.
+    #[inline(never)]
     pub fn value(&self, field: &str) -> Option<&'a Value> {
         self.members.iter().find(|(k, _)| k == field).map(|(_, v)| v).filter(|v| !v.is_null())
     }
 
     /// An optional string field.
+    #[inline(never)]
     pub fn str(&self, field: &str) -> Result<Option<&'a str>> {
         match self.value(field) {
             None => Ok(None),
@@ -59,11 +64,13 @@ impl<'a> Obj<'a> {
     }
 
     /// A required string field.
+    #[inline(never)]
     pub fn required_str(&self, field: &str) -> Result<&'a str> {
         self.str(field)?.ok_or_else(|| ConfigError::at(&self.path_of(field), "is required"))
     }
 
     /// An optional boolean field.
+    #[inline(never)]
     pub fn bool(&self, field: &str) -> Result<Option<bool>> {
         match self.value(field) {
             None => Ok(None),
@@ -74,6 +81,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An optional integer field within `min..=max`.
+    #[inline(never)]
     pub fn uint(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>> {
         match self.value(field) {
             None => Ok(None),
@@ -82,6 +90,7 @@ impl<'a> Obj<'a> {
     }
 
     /// An optional array field.
+    #[inline(never)]
     pub fn array(&self, field: &str) -> Result<Option<&'a [Value]>> {
         match self.value(field) {
             None => Ok(None),
@@ -91,12 +100,14 @@ impl<'a> Obj<'a> {
 }
 
 /// An integer within `min..=max`.
+#[inline(never)]
 pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
-    let n = match (v.as_i64(), v.as_f64()) {
+    let n = match (v.as_i64(), v.as_decimal()) {
         (Some(i), _) if i < 0 => return Err(ConfigError::at(path, format!("must be at least {min}"))),
         (Some(i), _) => i as u64,
-        // An integer literal beyond i64.
-        (None, Some(f)) if f.fract() == 0.0 && f >= 9.2e18 => u64::MAX,
+        // A number beyond i64 (whose nearest double is at least 9.2e18,
+        // as this read it when it read doubles: every such double is whole).
+        (None, Some(d)) if !d.is_negative() && d.whole() >= 9_199_999_999_999_999_488 => u64::MAX,
         _ => return Err(ConfigError::at(path, "must be an integer")),
     };
     if n < min {
@@ -109,6 +120,7 @@ pub fn uint(v: &Value, path: &str, min: u64, max: u64) -> Result<u64> {
 }
 
 /// A number from 0 to 1 (fractions allowed).
+#[inline(never)]
 pub fn fraction(v: &Value, path: &str) -> Result<f64> {
     match v.as_f64() {
         Some(f) if (0.0..=1.0).contains(&f) => Ok(f),
@@ -141,5 +153,33 @@ mod tests {
         assert_eq!(o.uint("s", 1, 10).unwrap_err().to_string(), "x.s: must be an integer");
         assert_eq!(o.uint("big", 1, 10).unwrap_err().to_string(), "x.big: must be at most 10");
         assert_eq!(o.uint("missing", 1, 10).unwrap(), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_number_past_i64_is_too_large_where_its_double_was() {
+        // Until numbers were read without doubles, a number that is no i64
+        // was "at most" refused when its nearest double was at least
+        // 9.2e18, else "must be an integer": the same, on both sides.
+        for text in [
+            "9199999999999999488.0",
+            "9199999999999999487.999",
+            "9.2e18",
+            "9.1999999999999994875e18",
+            "9223372036854775808",
+            "1e19",
+            "1e300",
+            "-1e19",
+            "-0.0",
+            "1e18",
+            "12.0",
+        ] {
+            let before = match text.parse::<f64>().unwrap() {
+                f if f.fract() == 0.0 && f >= 9.2e18 => "x: must be at most 10",
+                _ => "x: must be an integer",
+            };
+            let v = parse(text.as_bytes()).unwrap();
+            assert_eq!(uint(&v, "x", 1, 10).unwrap_err().to_string(), before, "{text}");
+        }
     }
 }

@@ -376,7 +376,7 @@ fn parse_match(v: &Value, path: &str) -> Result<Matcher> {
             return Err(ConfigError::at(&o.path_of("path_prefix"), "must start with /"));
         }
         // Paths are compared with their segments' parameters dropped.
-        if p.contains(';') || p.to_ascii_uppercase().contains("%3B") {
+        if p.contains(';') || p.as_bytes().windows(3).any(|w| w.eq_ignore_ascii_case(b"%3B")) {
             return Err(ConfigError::at(
                 &o.path_of("path_prefix"),
                 "holds ';', which never matches: paths are compared without their segments' ;parameters",

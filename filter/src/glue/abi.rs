@@ -129,6 +129,10 @@ fn with_buffer(call: impl FnOnce(*mut *mut u8, *mut usize) -> u32) -> Result<Opt
     }
 }
 
+/// proxy-wasm's log levels (trace 0 .. error 4) the glue writes at.
+pub const LOG_WARN: u32 = 3;
+pub const LOG_ERROR: u32 = 4;
+
 /// Writes one log line.
 pub fn log(level: u32, message: &str) {
     // SAFETY: a live slice.

@@ -7,12 +7,12 @@
 
 use super::abi;
 use super::answers::{answer_bound, read_answer};
-use super::host::{HostRequest, HostResponse};
+use super::host::{HostCalls, HostRequest, HostResponse};
 use super::vm::{defer, end_context, with_vm, Deferred, Plugin};
 use crate::store::transport::Answer;
 #[cfg(feature = "redis")]
 use crate::store::StoreError;
-use crate::worker::{Action, BodyAction};
+use crate::worker::{Action, BodyAction, Host, Worker};
 
 const CONTINUE: u32 = 0;
 const PAUSE: u32 = 1;
@@ -74,6 +74,11 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
             if plugin.target.transport == crate::store::Transport::Redis {
                 plugin.redis.init(&plugin.target.cluster);
             }
+            if pinned {
+                // A worker process started after one found a request let
+                // through (it crashed) refuses at once.
+                plugin.guard.settle();
+            }
             plugin.sync_tick(None);
             u32::from(with_vm(|vm| vm.plugins.insert(root, plugin)).is_some())
         }
@@ -91,14 +96,22 @@ pub extern "C" fn proxy_on_tick(root: u32) {
 
 /// A request's headers. Pausing holds them (and, on Envoy with
 /// `allow_on_headers_stop_iteration`, lets the body come to
-/// `proxy_on_request_body` while they wait).
+/// `proxy_on_request_body` while they wait). A pinned host that let a
+/// paused request through is never paused again (`pause_guard`).
 #[no_mangle]
 pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end_of_stream: u32) -> u32 {
     let action = with_vm(|vm| {
         let root = *vm.streams.get(&context)?;
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
+        if host.pinned && host.guard.refused() {
+            host.reply(context, &crate::response::unavailable());
+            return Some(Action::Pause);
+        }
         let action = worker.on_request_headers(&host, context, &HostRequest, end_of_stream != 0);
+        if host.pinned && action == Action::Pause {
+            host.guard.paused(context);
+        }
         plugin.sync_tick(Some(context));
         Some(action)
     });
@@ -115,6 +128,9 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
         let root = *vm.streams.get(&context)?;
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
+        if let_through(worker, &host, context) {
+            return None;
+        }
         let headers = worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0);
         let rewrites = worker.rewrites_body(context);
         plugin.sync_tick(Some(context));
@@ -131,6 +147,20 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
     CONTINUE
 }
 
+/// Whether a pinned host let stream `context` through before its decision
+/// (its response starts: NGINX skips the headers' callback of such a
+/// request while its call is out, so the body's may be the first). The
+/// stream is then forgotten, never resumed or answered.
+#[inline(never)]
+fn let_through(worker: &mut Worker, host: &HostCalls<'_>, context: u32) -> bool {
+    if !host.pinned || !host.guard.responding(context) {
+        return false;
+    }
+    worker.on_stream_end(host, context);
+    host.guard.settle();
+    true
+}
+
 /// A chunk of the response body: read only while a charge waits for the
 /// usage in it, or while the usage the filter asked for is taken out of it
 /// (then what passes on is changed).
@@ -140,6 +170,9 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
         let root = *vm.streams.get(&context)?;
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
+        if let_through(worker, &host, context) {
+            return None;
+        }
         if !worker.reads_body(context) {
             return None;
         }

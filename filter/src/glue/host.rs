@@ -5,6 +5,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::abi;
+use super::pause_guard::PauseGuard;
 use crate::config::Config;
 use crate::metrics::{metric_name, Event, Metrics};
 use crate::request::{HeaderList, RequestSource};
@@ -103,9 +104,19 @@ pub struct HostCalls<'a> {
     pub target: &'a StoreTarget,
     /// SplitMix64 state for `random`.
     pub rng: &'a Cell<u64>,
+    /// The paused requests, on a pinned host (NGINX may let them through).
+    pub guard: &'a PauseGuard,
     /// The Redis transport's connection state.
     #[cfg(feature = "redis")]
     pub redis: &'a super::redis::RedisLink,
+}
+
+impl HostCalls<'_> {
+    /// Makes stream `stream` effective to carry out its decision: false
+    /// when it is gone, or a pinned host let it through before it.
+    fn may_carry_out(&self, stream: u32) -> bool {
+        (!self.pinned || self.guard.deciding(stream)) && abi::set_effective_context(stream).is_ok()
+    }
 }
 
 /// The last time the host's clock told (ms since the epoch).
@@ -188,6 +199,15 @@ impl Host for HostCalls<'_> {
     }
 
     fn send(&self, wire: &Wire, reinit: bool) -> Result<u32, StoreError> {
+        // A request's own call pauses it: not on a pinned host that let
+        // one through (another worker process may have found it: one
+        // shared-data read per such call).
+        if self.pinned && self.current.is_some() {
+            self.guard.settle();
+            if self.guard.refused() {
+                return Err(StoreError::Dispatch);
+            }
+        }
         // From the root context: the call belongs to the plugin, not to
         // the stream that happened to start it.
         abi::set_effective_context(self.root).map_err(|_| StoreError::Dispatch)?;
@@ -248,20 +268,21 @@ impl Host for HostCalls<'_> {
 
     fn resume(&self, stream: u32) {
         // A stream that is gone cannot be made effective: nothing to resume.
-        if abi::set_effective_context(stream).is_ok() {
+        if self.may_carry_out(stream) {
             let _ = abi::continue_request();
         }
     }
 
     fn reply(&self, stream: u32, reply: &LocalReply) {
-        if abi::set_effective_context(stream).is_ok() {
+        if self.may_carry_out(stream) {
             let headers: Vec<(&str, &str)> = reply.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let _ = abi::send_local_response(reply.status, &abi::serialize_pairs(&headers), reply.body.as_bytes());
         }
     }
 
     fn warn(&self, message: &str) {
-        log::warn!("{message}");
+        // Not through `log`: its formatting here cost the module 1.8 KB.
+        abi::log(abi::LOG_WARN, message);
     }
 }
 

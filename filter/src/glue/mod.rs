@@ -11,6 +11,7 @@ mod exports;
 mod host;
 mod log;
 mod memory;
+mod pause_guard;
 #[cfg(feature = "redis")]
 mod redis;
 mod vm;

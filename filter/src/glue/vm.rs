@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use crate::id_map::IdMap;
 
 use super::host::{now_ms, HostCalls, MetricIds, StoreTarget};
+use super::pause_guard::PauseGuard;
 use crate::config::Config;
 use crate::store::transport::Answer;
 use crate::worker::Worker;
@@ -36,6 +37,9 @@ pub struct Plugin {
     /// The host ignores `proxy_set_effective_context` (NGINX): only the
     /// context whose callback runs can be resumed or answered.
     pub pinned: bool,
+    /// Its paused requests, when `pinned`: a host that lets one through
+    /// before its decision is refused.
+    pub guard: PauseGuard,
     /// The Redis transport's connection state.
     #[cfg(feature = "redis")]
     pub redis: super::redis::RedisLink,
@@ -46,6 +50,7 @@ impl Plugin {
     pub fn new(root: u32, config: Config, pinned: bool) -> Plugin {
         let metrics = MetricIds::define(&config);
         let target = StoreTarget::of(&config);
+        let guard = PauseGuard::new(&target.shared_scope);
         #[cfg(feature = "redis")]
         let redis = super::redis::RedisLink::new(&config.store);
         let mut worker = Worker::new(config, now_ms());
@@ -59,6 +64,7 @@ impl Plugin {
             target,
             rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now_ms() ^ (u64::from(root) << 32)),
             tick_ms: Cell::new(0),
+            guard,
             #[cfg(feature = "redis")]
             redis,
             worker,
@@ -92,6 +98,7 @@ impl Plugin {
             metrics: &self.metrics,
             target: &self.target,
             rng: &self.rng,
+            guard: &self.guard,
             #[cfg(feature = "redis")]
             redis: &self.redis,
         };
@@ -175,6 +182,9 @@ fn handle(vm: &mut Vm, event: Deferred) {
             if let Some(p) = vm.plugins.get_mut(&root) {
                 let (worker, host) = p.split(None);
                 worker.on_answer(&host, token, answer);
+                if host.pinned {
+                    host.guard.settle();
+                }
                 p.sync_tick(None);
             }
         }
@@ -183,6 +193,10 @@ fn handle(vm: &mut Vm, event: Deferred) {
             if let Some(p) = vm.plugins.get_mut(&root) {
                 let (worker, host) = p.split(None);
                 worker.on_tick(&host);
+                if host.pinned {
+                    // Another worker process may have found a request let through.
+                    host.guard.settle();
+                }
                 p.sync_tick(None);
             }
         }
@@ -193,6 +207,7 @@ fn handle(vm: &mut Vm, event: Deferred) {
 pub fn end_context(vm: &mut Vm, context: u32) {
     if let Some(root) = vm.streams.remove(&context) {
         if let Some(p) = vm.plugins.get_mut(&root) {
+            p.guard.ended(context);
             let (worker, host) = p.split(None);
             worker.on_stream_end(&host, context);
             p.sync_tick(None);

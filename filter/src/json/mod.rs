@@ -5,10 +5,12 @@
 //! `"limit":5,"limit":1000000` enforced a million).
 
 mod members;
+mod number;
 mod parser;
 mod value;
 
 pub use members::{Member, ObjectText};
+pub use number::Decimal;
 pub use parser::{parse, parse_bounded, printable, JsonError, MAX_DEPTH};
 pub use value::Value;
 

@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+use super::number::Decimal;
 use super::value::Value;
 
 /// Deepest nesting accepted.
@@ -304,12 +305,13 @@ impl Parser<'_> {
             }
         }
         let text = std::str::from_utf8(&self.input[start..self.pos]).map_err(|_| self.syntax("bad number"))?;
-        let int = if integer { text.parse::<i64>().ok() } else { None };
-        // std's parser rounds exactly (a literal read as the nearest double,
-        // as serde_json reads it); a number beyond every double is refused.
-        match text.parse::<f64>() {
-            Ok(f) if f.is_finite() => Ok(Value::Number(int, f)),
-            _ => Err(self.syntax("number out of range")),
+        if let Some(i) = integer.then(|| text.parse::<i64>().ok()).flatten() {
+            return Ok(Value::Number(Some(i), None));
+        }
+        // A number beyond every double is refused, as serde_json refuses it.
+        match Decimal::read(text.as_bytes()) {
+            Some(d) => Ok(Value::Number(None, Some(Box::new(d)))),
+            None => Err(self.syntax("number out of range")),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! A parsed JSON document.
 
+use super::number::Decimal;
+
 /// A JSON value. Objects keep their members in document order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -8,8 +10,10 @@ pub enum Value {
     /// `true` / `false`
     Bool(bool),
     /// A number: the integer, if it is one that fits i64 (no fraction or
-    /// exponent), and its value as a double.
-    Number(Option<i64>, f64),
+    /// exponent); else the number as written (boxed: a `Value` stays 32
+    /// bytes, as when this was a double, and webdis's replies hold only
+    /// integers).
+    Number(Option<i64>, Option<Box<Decimal>>),
     /// A string.
     String(String),
     /// An array.
@@ -56,12 +60,18 @@ impl Value {
         self.as_i64().and_then(|i| u64::try_from(i).ok())
     }
 
-    /// The number as a double, if this is a number.
-    pub fn as_f64(&self) -> Option<f64> {
+    /// The number as written (`-0` as 0), if this is a number.
+    pub fn as_decimal(&self) -> Option<Decimal> {
         match self {
-            Value::Number(_, f) => Some(*f),
+            Value::Number(Some(i), _) => Some(Decimal::integer(*i)),
+            Value::Number(None, d) => d.as_deref().copied(),
             _ => None,
         }
+    }
+
+    /// The number as a double (see `Decimal::to_f64`), if this is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        self.as_decimal().map(|d| d.to_f64())
     }
 
     /// The elements, if this is an array.

@@ -39,13 +39,18 @@ impl TatState {
         if let Op::Refund { mark: given, .. } = op {
             // Never below what was added since the reservation; nothing
             // back from another bucket. Written only if the lead falls.
+            // What it gives back leaves the count (whole units), so refunds
+            // land in any order; less than nothing since is nothing.
             let added = given.filter(|g| g.born_ms == mark.born_ms && last.is_some()).map(|g| {
                 let since = (mark.count + COUNT - g.count % COUNT) % COUNT;
-                i128::from(since) * window
+                i128::from(if since >= COUNT / 2 { 0 } else { since }) * window
             });
             let next = match added {
                 Some(floor) if floor < 1 << 53 && floor < ahead => {
-                    TatState { last: Some((now, (ahead - amount * window).max(floor), mark)) }
+                    let lead = (ahead - amount * window).max(floor);
+                    let back = u64::try_from((ahead - lead) / window).unwrap_or(0) % COUNT;
+                    mark.count = (mark.count + COUNT - back) % COUNT;
+                    TatState { last: Some((now, lead, mark)) }
                 }
                 _ => self.clone(),
             };
@@ -145,6 +150,25 @@ mod tests {
         // The bucket was full (its key gone) before 9,990 were spent: nothing.
         let (_, again) = reserve(&b, 10_500, 9_990);
         assert_eq!(missing(&refund(&again, 10_600, 9_040, mark), 10_600), 9_890);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn refunds_of_reservations_held_at_once_land_in_any_order() {
+        // Four of 20,000 at once, each using 3,000, refunded last taken first.
+        let spec = LimitSpec { algorithm: Algorithm::TokenBucket, limit: 100_000, window_ms: 100_000, burst: 100_000 };
+        let mut b = TatState::default();
+        let mut marks = Vec::new();
+        for _ in 0..4 {
+            let (d, next) = b.decide(&spec, 0, Op::Reserve(20_000));
+            marks.push(crate::spec::Mark::of(&spec, &d).map(|(_, m)| m));
+            b = next;
+        }
+        for mark in marks.into_iter().rev() {
+            b = b.decide(&spec, 200, Op::Refund { amount: 17_000, at_ms: 0, mark }).1;
+        }
+        // 12,000 used, 200 refilled.
+        assert_eq!(b.decide(&spec, 200, Op::Check(1)).0.remaining, 88_200);
     }
 
     #[test]

@@ -1,18 +1,16 @@
 //! A compressed response body, decoded as it passes, in bounded memory,
 //! for the usage reader: `gzip` (and `x-gzip`) and `deflate` (the zlib
 //! format RFC 9110 names, or raw deflate, which some servers send under
-//! that name), with `flate2`. The body itself passes on unchanged; only
-//! the reader sees the decoded bytes.
+//! that name), with `miniz_oxide` (`inflate.rs`, `gzip.rs`). The body
+//! itself passes on unchanged; only the reader sees the decoded bytes.
 //!
-//! A decoder holds about 45 KB (deflate's 32 KB window and its tables)
+//! A decoder holds about 43 KB (deflate's 32 KB window and its tables)
 //! while its response streams; inflating stops as soon as the reader has
 //! its answer (the body was too large or garbled), so a compression bomb
 //! costs at most the reader's byte bound of work.
 
-use std::io::{self, Write};
-
-use flate2::write::{DeflateDecoder, MultiGzDecoder, ZlibDecoder};
-
+use super::gzip::Gzip;
+use super::inflate::{Corrupt, Inflater, Progress};
 use super::{Usage, UsageReader};
 
 /// How the body is encoded, from the response's `content-encoding`.
@@ -44,34 +42,66 @@ impl Encoding {
     }
 }
 
-/// Feeds what the decoder writes to the reader; refuses more once the
-/// reader has its answer, which stops the decoder.
+/// A decoder of one compressed body, handing each piece of what it
+/// decodes to a taker, which says whether it wants more.
 #[derive(Debug)]
-struct Sink(UsageReader);
+pub struct Decoder(Format);
 
-impl Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.0.is_done() {
-            return Err(io::Error::other("the usage reader needs no more"));
-        }
-        self.0.feed(buf);
-        Ok(buf.len())
+#[derive(Debug)]
+enum Format {
+    /// Every member of a gzip body (RFC 1952 allows several, and `gzip`
+    /// clients decode them all): a decoder that stopped after the first
+    /// would read the usage of the last member as no usage at all.
+    Gzip(Gzip),
+    /// Deflate, in zlib's frame or raw; nothing may follow its end.
+    Deflate(Inflater),
+}
+
+impl Decoder {
+    /// A gzip body's decoder.
+    pub fn gzip() -> Decoder {
+        Decoder(Format::Gzip(Gzip::new()))
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
+    /// A deflate body's: zlib's frame (`zlib`) or raw deflate.
+    pub fn deflate(zlib: bool) -> Decoder {
+        Decoder(Format::Deflate(Inflater::new(zlib)))
+    }
+
+    /// Decodes the next chunk of the body.
+    pub fn feed(&mut self, input: &[u8], take: &mut impl FnMut(&[u8]) -> bool) -> Result<(), Corrupt> {
+        match &mut self.0 {
+            Format::Gzip(g) => g.feed(input, take),
+            Format::Deflate(d) => match d.inflate(input, take)? {
+                Progress::End(used) if used < input.len() => Err(Corrupt),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// The end of the body: the last of what it decodes to; `Corrupt` if
+    /// the body was cut short.
+    pub fn finish(&mut self, take: &mut impl FnMut(&[u8]) -> bool) -> Result<(), Corrupt> {
+        match &mut self.0 {
+            Format::Gzip(g) => g.finish(take),
+            Format::Deflate(d) => d.finish(take),
+        }
+    }
+}
+
+/// Feeds the reader; wants more until it has its answer.
+fn into(reader: &mut UsageReader) -> impl FnMut(&[u8]) -> bool + '_ {
+    |piece| {
+        reader.feed(piece);
+        !reader.is_done()
     }
 }
 
 #[derive(Debug)]
 enum Stage {
     Plain(UsageReader),
-    /// Every member of a gzip body (RFC 1952 allows several, and `gzip`
-    /// clients decode them all): a decoder that stopped after the first
-    /// would read the usage of the last member as no usage at all.
-    Gzip(Box<MultiGzDecoder<Sink>>),
-    Zlib(Box<ZlibDecoder<Sink>>),
-    Raw(Box<DeflateDecoder<Sink>>),
+    /// A compressed body: its decoder, and the reader of what it decodes to.
+    Decoding(UsageReader, Box<Decoder>),
     /// `deflate` before its first two bytes tell zlib from raw deflate.
     Sniffing {
         reader: UsageReader,
@@ -104,7 +134,7 @@ impl DecodedReader {
     pub fn new(reader: UsageReader, encoding: Encoding) -> DecodedReader {
         let stage = match encoding {
             Encoding::Identity => Stage::Plain(reader),
-            Encoding::Gzip => Stage::Gzip(Box::new(MultiGzDecoder::new(Sink(reader)))),
+            Encoding::Gzip => Stage::Decoding(reader, Box::new(Decoder::gzip())),
             Encoding::Deflate => Stage::Sniffing { reader, head: Vec::with_capacity(2) },
         };
         DecodedReader { stage }
@@ -112,7 +142,7 @@ impl DecodedReader {
 
     /// Whether it holds a decoder's memory.
     pub fn decodes(&self) -> bool {
-        matches!(self.stage, Stage::Gzip(_) | Stage::Zlib(_) | Stage::Raw(_) | Stage::Sniffing { .. })
+        matches!(self.stage, Stage::Decoding(..) | Stage::Sniffing { .. })
     }
 
     /// Reads the next chunk of the body as sent.
@@ -122,11 +152,9 @@ impl DecodedReader {
                 r.feed(chunk);
                 Ok(())
             }
-            // Flushed: what a chunk decodes to reaches the reader at once
-            // (a stream cut after it still charges the usage it carried).
-            Stage::Gzip(d) => d.write_all(chunk).and_then(|()| d.flush()),
-            Stage::Zlib(d) => d.write_all(chunk).and_then(|()| d.flush()),
-            Stage::Raw(d) => d.write_all(chunk).and_then(|()| d.flush()),
+            // What a chunk decodes to reaches the reader at once (a stream
+            // cut after it still charges the usage it carried).
+            Stage::Decoding(reader, d) => d.feed(chunk, &mut into(reader)),
             Stage::Sniffing { head, .. } => {
                 let take = chunk.len().min(2 - head.len());
                 head.extend_from_slice(&chunk[..take]);
@@ -149,10 +177,8 @@ impl DecodedReader {
     /// The end of the body: what it reported.
     pub fn finish(&mut self) -> Usage {
         let finished = match &mut self.stage {
-            Stage::Gzip(d) => d.try_finish(),
-            Stage::Zlib(d) => d.try_finish(),
-            Stage::Raw(d) => d.try_finish(),
-            Stage::Sniffing { head, .. } if !head.is_empty() => Err(io::Error::other("cut short")),
+            Stage::Decoding(reader, d) => d.finish(&mut into(reader)),
+            Stage::Sniffing { head, .. } if !head.is_empty() => Err(Corrupt),
             _ => Ok(()),
         };
         self.end(finished.err().map(|_| "the compressed body is corrupt or cut short"))
@@ -182,20 +208,14 @@ impl DecodedReader {
 
     fn reader(&self) -> Option<&UsageReader> {
         match &self.stage {
-            Stage::Plain(r) | Stage::Sniffing { reader: r, .. } => Some(r),
-            Stage::Gzip(d) => Some(&d.get_ref().0),
-            Stage::Zlib(d) => Some(&d.get_ref().0),
-            Stage::Raw(d) => Some(&d.get_ref().0),
+            Stage::Plain(r) | Stage::Decoding(r, _) | Stage::Sniffing { reader: r, .. } => Some(r),
             Stage::Done { .. } | Stage::Gone => None,
         }
     }
 
     fn reader_mut(&mut self) -> Option<&mut UsageReader> {
         match &mut self.stage {
-            Stage::Plain(r) | Stage::Sniffing { reader: r, .. } => Some(r),
-            Stage::Gzip(d) => Some(&mut d.get_mut().0),
-            Stage::Zlib(d) => Some(&mut d.get_mut().0),
-            Stage::Raw(d) => Some(&mut d.get_mut().0),
+            Stage::Plain(r) | Stage::Decoding(r, _) | Stage::Sniffing { reader: r, .. } => Some(r),
             Stage::Done { .. } | Stage::Gone => None,
         }
     }
@@ -203,11 +223,8 @@ impl DecodedReader {
     /// `deflate`: zlib or raw, by its first two bytes, which it then decodes.
     fn start_deflate(&mut self) {
         let Stage::Sniffing { reader, head } = std::mem::replace(&mut self.stage, Stage::Gone) else { return };
-        let sink = Sink(reader);
-        self.stage = match head.as_slice() {
-            &[b0, b1] if is_zlib(b0, b1) => Stage::Zlib(Box::new(ZlibDecoder::new(sink))),
-            _ => Stage::Raw(Box::new(DeflateDecoder::new(sink))),
-        };
+        let zlib = matches!(head.as_slice(), &[b0, b1] if is_zlib(b0, b1));
+        self.stage = Stage::Decoding(reader, Box::new(Decoder::deflate(zlib)));
         self.feed(&head);
     }
 
@@ -351,6 +368,14 @@ mod tests {
         assert!(fed < bomb.len() / 4, "stopped early: {fed} of {} bytes fed", bomb.len());
         assert_eq!(r.finish(), Usage::TooLarge);
         assert!(r.delivered().0 > 1 << 20);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_decoder_holds_the_window_and_tables_of_deflate_and_little_more() {
+        // docs/token-budgets.md: about 43 KB per body while it streams.
+        let size = std::mem::size_of::<Decoder>();
+        assert!((32 * 1024..44 * 1024).contains(&size), "{size} bytes");
     }
 
     #[test]

@@ -49,13 +49,16 @@
 
 mod decode;
 mod fields;
+mod gzip;
+mod inflate;
 mod json;
 mod price;
 mod sse;
 mod strip;
 
-pub use decode::{DecodedReader, Encoding};
+pub use decode::{DecodedReader, Decoder, Encoding};
 pub use fields::{UsageFields, MAX_PATHS, MAX_SEGMENTS, MAX_SEGMENT_LEN};
+pub use inflate::Corrupt;
 pub use price::Weighing;
 pub use strip::{UsageStripper, MAX_HELD};
 

@@ -199,7 +199,9 @@ fn start_envoy(variant: Variant, shared: &Shared, backend: u16) -> Envoy {
         admin,
         backend,
         webdis,
-        module: dist("ratelimit.wasm").display().to_string(),
+        // BENCH_MODULE: another build of the module, for A/B runs of it
+        // (host-tests/bench-modules.py).
+        module: std::env::var("BENCH_MODULE").unwrap_or_else(|_| dist("ratelimit.wasm").display().to_string()),
         plugin_config: None,
     };
     Envoy::start(&variant.config(&t, shared.authz.port), listener, admin, 1)

@@ -5,6 +5,7 @@
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access_phase;
 mod algorithms;
 mod answers;
 mod budgets;

@@ -294,3 +294,30 @@ fn a_refund_after_others_spent_gives_back_what_the_bucket_would_hold() {
         ],
     );
 }
+
+#[test]
+fn refunds_of_reservations_held_at_once_land_in_any_order() {
+    // Four reservations of 20,000 at once (80,000 of 100,000 missing), each
+    // using 3,000; their refunds land last taken first, then the others.
+    // However they land, the bucket misses exactly the 12,000 used (less the
+    // 200 refilled meanwhile): what one reservation gave back no longer
+    // counts as added when the others' are judged.
+    for algorithm in [TokenBucket, Gcra] {
+        for order in [[3, 2, 1, 0], [1, 3, 0, 2], [0, 1, 2, 3]] {
+            let spec = spec(algorithm, 100_000, 100_000, 100_000);
+            let mut f = Fixture::new();
+            let marks: Vec<Option<Mark>> = (0..4)
+                .map(|_| {
+                    let got = f.one("c", T0, &[limit(spec, V(20_000))])[0];
+                    Mark::of(&spec, &got).map(|(_, m)| m)
+                })
+                .collect();
+            for i in order {
+                let refund = Op::Refund { amount: 17_000, at_ms: T0, mark: marks[i] };
+                assert_eq!(row(&f.one("c", T0 + 200, &[limit(spec, refund)])[0]), (true, 0, 0, 0));
+            }
+            let left = f.one("c", T0 + 200, &[limit(spec, K(1))])[0];
+            assert_eq!(row(&left).1, 88_200, "{} refunds in the order {order:?}", algorithm.name());
+        }
+    }
+}

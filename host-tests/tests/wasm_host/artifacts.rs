@@ -38,3 +38,17 @@ fn the_redis_build_imports_the_redis_calls_and_exports_their_callback() {
     }
     assert!(function_exports(Artifact::Redis).contains(&"proxy_on_redis_call_response".to_string()));
 }
+
+/// A `&str` cut where the cut may panic (`&s[a..b]`, `str::split_at`, a
+/// search for a `&str` pattern) links core's char-boundary panic, whose
+/// message prints a char with `Debug`: 10 KB of Unicode tables the module
+/// has no other use for (docs/BENCHMARKS.md, "Room in the module"). Cut
+/// bytes, or use `get`, `split_at_checked`, `strip_prefix`.
+#[test]
+fn neither_build_links_the_char_boundary_panic() {
+    for artifact in [Artifact::Webdis, Artifact::Redis] {
+        let module = std::fs::read(artifact.path()).unwrap();
+        let panic_text = b"is not a char boundary";
+        assert!(!module.windows(panic_text.len()).any(|w| w == panic_text), "{} links it", artifact.file_name());
+    }
+}
