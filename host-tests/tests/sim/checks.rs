@@ -31,8 +31,9 @@ impl Checks {
         }
     }
 
+    /// Checks of the invariants (`NAMES`; not their breakdowns).
     pub fn total(&self) -> u64 {
-        self.0.values().sum()
+        NAMES.iter().map(|n| self.of(n)).sum()
     }
 
     /// How many times `name` was checked.
@@ -64,6 +65,45 @@ pub const NAMES: [&str; 20] = [
     "no_trap",
     "healthy_store_decides",
 ];
+
+/// `model.agrees` in calm schedules, by algorithm, for decisions made at
+/// least one window (a bucket: its whole refill) after the client's first
+/// of that rule: the model followed the store across roll-overs and
+/// refills. A breakdown of `model.agrees`, each required like an invariant.
+pub const AGREES_ROLLED: [(Algorithm, &str); 6] = [
+    (Algorithm::FixedWindow, "model.agrees, calm, rolled over: fixed_window"),
+    (Algorithm::SlidingWindow, "model.agrees, calm, rolled over: sliding_window"),
+    (Algorithm::SlidingLog, "model.agrees, calm, rolled over: sliding_log"),
+    (Algorithm::TokenBucket, "model.agrees, calm, rolled over: token_bucket"),
+    (Algorithm::Gcra, "model.agrees, calm, rolled over: gcra"),
+    (Algorithm::Concurrency, "model.agrees, calm, rolled over: concurrency"),
+];
+
+/// Counts a `model.agrees` check of stream `i`'s decisions, and its
+/// breakdown by algorithm (`AGREES_ROLLED`).
+fn count_agrees(world: &World, i: usize) {
+    world.count("model.agrees");
+    if !world.calm {
+        return;
+    }
+    let t = &world.streams[i];
+    for d in &t.decisions {
+        let first = world
+            .streams
+            .iter()
+            .filter(|s| s.user == t.user)
+            .flat_map(|s| &s.decisions)
+            .filter(|e| e.rule == d.rule && e.reached)
+            .map(|e| e.travel_ms)
+            .min()
+            .unwrap_or(d.travel_ms);
+        for l in d.decision.limits.iter().filter(|l| d.travel_ms - first >= l.spec.window_ms) {
+            if let Some(&(_, name)) = AGREES_ROLLED.iter().find(|(a, _)| *a == l.spec.algorithm) {
+                world.count(name);
+            }
+        }
+    }
+}
 
 /// The invariant of an algorithm's bound.
 fn exact_name(a: Algorithm) -> &'static str {
@@ -155,12 +195,14 @@ fn stepped_back(world: &World, window_ms: u64, offset_ms: u64) -> Vec<u64> {
         .collect()
 }
 
-/// After every step: the upper bounds, streams in flight, shared memory, traps.
-pub fn after_step(world: &mut World) -> Result<(), String> {
+/// After every step: the upper bounds, streams in flight, shared memory,
+/// traps. Every violation found (the first of each check).
+pub fn after_step(world: &mut World) -> Vec<String> {
+    let mut found = Vec::new();
     for host in &world.hosts {
         let traps = host.traps();
         if !traps.is_empty() {
-            return Err(format!("no_trap: {traps:?}"));
+            found.push(format!("no_trap: {traps:?}"));
         }
     }
     world.count("no_trap");
@@ -169,7 +211,7 @@ pub fn after_step(world: &mut World) -> Result<(), String> {
         for table in ["ratelimit.lease.", "ratelimit.deny.", "ratelimit.fallback.", "ratelimit.breaker."] {
             let n = keys.iter().filter(|k| k.starts_with(table)).count();
             if n > world.rules.slots {
-                return Err(format!("memory.shared: {n} keys of {table}*, {} slots", world.rules.slots));
+                found.push(format!("memory.shared: {n} keys of {table}*, {} slots", world.rules.slots));
             }
         }
     }
@@ -177,13 +219,16 @@ pub fn after_step(world: &mut World) -> Result<(), String> {
     for rule in 0..world.rules.len() {
         for user in 0..crate::schedule::USERS {
             for epoch in 0..=world.epoch {
-                rate_bounds(world, rule, user, epoch).map_err(|v| format!("{v} (client u{user})"))?;
+                if let Err(v) = rate_bounds(world, rule, user, epoch) {
+                    found.push(format!("{v} (client u{user})"));
+                }
             }
         }
     }
-    crate::slots::in_flight(world)?;
-    crate::slots::after_outage(world)?;
-    fallback_share(world)
+    found.extend(crate::slots::in_flight(world).err());
+    found.extend(crate::slots::after_outage(world).err());
+    found.extend(fallback_share(world).err());
+    found
 }
 
 /// The most each limit admits, from the uses the store ran.
@@ -427,7 +472,7 @@ fn verdict_checks(world: &mut World, i: usize) -> Result<(), String> {
     }
     let outcomes: Vec<&Vec<LimitOutcome>> = t.decisions.iter().filter_map(|d| d.model.as_ref()).collect();
     let admit = outcomes.iter().all(|o| o.iter().all(|o| o.allowed));
-    world.count("model.agrees");
+    count_agrees(world, i);
     let expected = if admit { 200 } else { 429 };
     if status != expected {
         return Err(format!(
@@ -580,11 +625,49 @@ fn deny_cache_sound(world: &mut World, i: usize) -> Result<(), String> {
     let outcomes = model.decide(wall, store_ms, &last.call(&checks));
     if outcomes.iter().all(|o| o.allowed) {
         return Err(format!(
-            "deny_cache.sound: {} refused from the deny cache at {wall}, the store would admit it ({outcomes:?})",
-            r.name
+            "deny_cache.sound: {} refused from the deny cache at {wall}, the store would admit it ({outcomes:?}; {})",
+            r.name,
+            since_the_refusal(world, i)
         ));
     }
     Ok(())
+}
+
+/// What changed since the store's refusal a cached one of stream `i` came
+/// from (the latest on its proxy): the units it was asked and this
+/// request asks, and the refunds that landed since.
+fn since_the_refusal(world: &World, i: usize) -> String {
+    let t = &world.streams[i];
+    let refused = world
+        .streams
+        .iter()
+        .filter(|s| s.proxy == t.proxy && s.user == t.user && !s.cached)
+        .flat_map(|s| &s.decisions)
+        .filter(|d| d.rule == t.rule && d.answered == Some(true))
+        .filter(|d| d.model.as_ref().is_some_and(|m| m.iter().any(|o| !o.allowed)))
+        .max_by_key(|d| d.store_ms);
+    let Some(d) = refused else { return "no refusal of the store known".into() };
+    let amount = |op: Op| match op {
+        Op::Use(a) | Op::Reserve(a) | Op::Check(a) => a,
+        _ => 1,
+    };
+    let asked = d.decision.limits.iter().map(|l| amount(l.op)).max().unwrap_or(0);
+    let identity = world.identity_of(t.user, t.rule);
+    let name = world.rules.get(t.rule).name.to_string();
+    let refunded: u64 = world
+        .ledger
+        .settled
+        .get(&(identity, name))
+        .map_or(0, |s| s.refunds.iter().filter(|(at, _)| *at >= d.store_ms).map(|(_, n)| n).sum());
+    let cost = t.reserved.max(1);
+    let what = if cost < asked {
+        "a smaller request"
+    } else if refunded > 0 {
+        "refused after refunds"
+    } else {
+        "no smaller, no refund"
+    };
+    format!("{what}: the store refused {asked} units, {cost} asked here, {refunded} refunded since")
 }
 
 /// The response of a stream let through passed: its rate-limit fields are
@@ -600,7 +683,7 @@ pub fn on_response(world: &mut World, i: usize, headers: &HeaderMap) {
         return;
     }
     let Some(outcomes) = t.decisions[0].model.clone() else { return };
-    world.count("model.agrees");
+    count_agrees(world, i);
     let worst = most_restrictive(&shown(&r.specs, &outcomes)).unwrap();
     let got = (headers.text("x-ratelimit-remaining").unwrap_or("-"), headers.text("ratelimit-reset").unwrap_or("-"));
     let want = (worst.outcome.remaining.to_string(), worst.outcome.reset_ms.div_ceil(1000).to_string());
@@ -614,20 +697,22 @@ pub fn on_response(world: &mut World, i: usize, headers: &HeaderMap) {
 }
 
 /// Once every stream ended and every call settled: slots released,
-/// charges made once (and exactly, in a calm schedule), reservations settled.
-pub fn wind_down(world: &mut World) -> Result<(), String> {
-    crate::slots::released(world)?;
+/// charges made once (and exactly, in a calm schedule), reservations
+/// settled. Every violation found.
+pub fn wind_down(world: &mut World) -> Vec<String> {
+    let mut found: Vec<String> = crate::slots::released(world).err().into_iter().collect();
     for rule in 0..world.rules.len() {
         let kind = world.rules.get(rule).kind;
         for user in 0..crate::schedule::USERS {
-            match kind {
-                Kind::ChargedHeader | Kind::ChargedBody => charges(world, rule, user)?,
-                Kind::Reserved | Kind::ReservedBody => settled(world, rule, user)?,
-                _ => {}
-            }
+            let checked = match kind {
+                Kind::ChargedHeader | Kind::ChargedBody => charges(world, rule, user),
+                Kind::Reserved | Kind::ReservedBody => settled(world, rule, user),
+                _ => Ok(()),
+            };
+            found.extend(checked.err());
         }
     }
-    Ok(())
+    found
 }
 
 /// `charges.once`: the store never holds more of a budget than the ended

@@ -48,6 +48,8 @@ pub struct Settlements {
     pub charged: u64,
     /// The host time of the last one.
     pub last_host_ms: u64,
+    /// Each refund: the store's clock when it ran, and its units.
+    pub refunds: Vec<(u64, u64)>,
 }
 
 /// The store as the calls show it.
@@ -114,7 +116,10 @@ impl Ledger {
                     let s = self.settled.entry(key).or_default();
                     for l in &d.limits {
                         match l.op {
-                            Op::Refund { amount, .. } => s.refunded += amount,
+                            Op::Refund { amount, .. } => {
+                                s.refunded += amount;
+                                s.refunds.push((store_ms, amount));
+                            }
                             Op::Charge(amount) => s.charged += amount,
                             _ => {}
                         }

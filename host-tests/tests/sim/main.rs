@@ -34,7 +34,7 @@ mod world;
 
 use std::time::{Duration, Instant};
 
-use world::{Found, Kind, Servers, Stats};
+use world::{Found, Heed, Kind, Servers, Stats};
 
 /// Seeds every `make test` runs besides fresh ones. (Schedules that once
 /// violated an invariant are kept whole under `regressions/`.)
@@ -45,17 +45,21 @@ const STEPS: usize = 400;
 /// Runs `seed` on both transports (`servers`), with one proxy and with a
 /// fleet of two sharing the store; panics with the reproduction on a
 /// violation, or (`found`: `SIM_KEEP_GOING`) notes the first of each
-/// invariant there and goes on.
-fn run_seed(servers: &[Servers], seed: u64, mut found: Option<&mut Vec<Found>>) -> Stats {
+/// invariant and goes on, past the invariants found before too.
+/// `SIM_HUNT=<text>`: only violations saying it count.
+fn run_seed(servers: &[Servers], seed: u64, mut found: Option<&mut Vec<Found>>, started: Instant) -> Stats {
     let mut total = Stats::default();
     for store in servers {
         for proxies in [1, 2] {
             let known: Vec<String> = found.iter().flat_map(|f| f.iter().map(|f| f.invariant.clone())).collect();
-            match (world::run(store, seed, proxies, STEPS, &known), found.as_deref_mut()) {
+            let heed = Heed { known: known.clone(), hunt: std::env::var("SIM_HUNT").unwrap_or_default() };
+            match (world::run(store, seed, proxies, STEPS, &heed), found.as_deref_mut()) {
                 (Ok(stats), _) => total.add(&stats),
                 (Err(f), None) => panic!("{}", f.report),
                 (Err(f), Some(found)) => {
                     eprintln!("{}", f.report);
+                    let at = started.elapsed().saturating_sub(f.shrinking);
+                    eprintln!("sim: {} violated, found at {:.0} s of the run", f.invariant, at.as_secs_f64());
                     if !known.contains(&f.invariant) {
                         found.push(f);
                     }
@@ -97,6 +101,9 @@ fn report(total: &Stats, started: Instant) {
     for name in checks::NAMES {
         eprintln!("sim:   {name:<28} {:>10}", total.checks.of(name));
     }
+    for (_, name) in checks::AGREES_ROLLED {
+        eprintln!("sim:   {name:<48} {:>10}", total.checks.of(name));
+    }
 }
 
 #[test]
@@ -104,7 +111,10 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
     let servers = servers();
     let started = Instant::now();
     let mut total = Stats::default();
-    for r in regressions::all() {
+    // SIM_FRESH_ONLY=1: fresh seeds alone (against an older build, where
+    // the regressions and fixed seeds would fail first by design).
+    let fresh_only = std::env::var_os("SIM_FRESH_ONLY").is_some();
+    for r in regressions::all().into_iter().filter(|_| !fresh_only) {
         let store = servers.iter().find(|s| s.kind == r.schedule.kind).unwrap();
         match world::replay(store, &r.schedule) {
             Ok(stats) => total.add(&stats),
@@ -114,13 +124,13 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
     // SIM_KEEP_GOING=1: every invariant violated, the first schedule of
     // each shrunk, instead of stopping at the first.
     let mut found = std::env::var_os("SIM_KEEP_GOING").map(|_| Vec::new());
-    for seed in FIXED_SEEDS {
-        total.add(&run_seed(&servers, seed, found.as_mut()));
+    for seed in FIXED_SEEDS.into_iter().filter(|_| !fresh_only) {
+        total.add(&run_seed(&servers, seed, found.as_mut(), started));
     }
     let budget = std::env::var("SIM_SECONDS").ok().and_then(|s| s.parse().ok()).map(Duration::from_secs);
     if let Some(seed) = sim_seed() {
         eprintln!("sim: seed {seed} (SIM_SEED)");
-        total.add(&run_seed(&servers, seed, found.as_mut()));
+        total.add(&run_seed(&servers, seed, found.as_mut(), started));
     } else {
         let fresh = if budget.is_some() { usize::MAX } else { 2 };
         let mut reported = Instant::now();
@@ -130,7 +140,7 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
             }
             let seed = fresh_seed();
             eprintln!("sim: seed {seed} at {:.0} s", started.elapsed().as_secs_f64());
-            total.add(&run_seed(&servers, seed, found.as_mut()));
+            total.add(&run_seed(&servers, seed, found.as_mut(), started));
             if budget.is_some() && reported.elapsed() >= Duration::from_secs(60) {
                 report(&total, started);
                 reported = Instant::now();
@@ -144,7 +154,8 @@ fn fixed_and_fresh_seeds_keep_every_invariant() {
     }
     // A run that checked nothing proves nothing: every invariant was checked.
     assert!(total.admitted > 0, "sim: no request was admitted");
-    let unchecked: Vec<&str> = checks::NAMES.into_iter().filter(|n| total.checks.of(n) == 0).collect();
+    let breakdown = checks::AGREES_ROLLED.into_iter().map(|(_, n)| n);
+    let unchecked: Vec<&str> = checks::NAMES.into_iter().chain(breakdown).filter(|n| total.checks.of(n) == 0).collect();
     assert!(unchecked.is_empty(), "sim: never checked: {unchecked:?}");
 }
 
@@ -165,7 +176,7 @@ fn replay() {
     }
     let seed = sim_seed().expect("set SIM_SEED or SIM_FILE");
     let mut found = std::env::var_os("SIM_KEEP_GOING").map(|_| Vec::new());
-    let total = run_seed(&servers, seed, found.as_mut());
+    let total = run_seed(&servers, seed, found.as_mut(), started);
     report(&total, started);
     if let Some(found) = found.filter(|f| !f.is_empty()) {
         let names: Vec<&str> = found.iter().map(|f| f.invariant.as_str()).collect();

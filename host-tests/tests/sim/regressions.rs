@@ -112,6 +112,7 @@ fn step(line: &str) -> Result<Step, String> {
             rule: n("rule")?,
             user: n("user")?,
             n: num(line, "n").unwrap_or(0),
+            choices: num(line, "choices").unwrap_or(1),
             trailers: line.contains("trailers: true"),
         },
         "Deliver" => Step::Deliver,

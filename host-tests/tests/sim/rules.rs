@@ -137,7 +137,7 @@ const V2: [(&str, Kind, &str); 16] = [
     (
         "rv",
         Kind::Reserved,
-        r#""failure_mode":"closed","cost":{"response_header":"x-usage","default":7,"max":1000,"reservation":{"default_output":0}},"limits":[{"algorithm":"fixed_window","limit":200,"window":"1d"}]"#,
+        r#""failure_mode":"closed","cost":{"response_header":"x-usage","default":7,"max":1000,"reservation":{"default_output":0}},"limits":[{"algorithm":"fixed_window","limit":200,"window":"20s"}]"#,
     ),
     ("sw", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":4,"window":"10s"}]"#),
     ("sw2", Kind::Rate, r#""failure_mode":"closed","limits":[{"limit":2,"window":"2s"},{"limit":5,"window":"20s"}]"#),
@@ -240,10 +240,15 @@ pub const RV_RESERVED: u64 = 47;
 /// The body of an `rv` request.
 pub const RV_BODY: &str = r#"{"max_tokens":30}"#;
 
-/// The body of an `rvt` request stating `n` output tokens, and what it
-/// reserves: `n` + its bytes.
-pub fn rvt_body(n: u64) -> (String, u64) {
-    let body = format!(r#"{{"max_tokens":{n}}}"#);
-    let reserved = n + body.len() as u64;
+/// The capacity of `rvt`'s bucket: the most one request reserves.
+const RVT_CAPACITY: u64 = 1000;
+
+/// The body of an `rvt` request stating `n` output tokens for `choices`
+/// completions, and what it reserves: `n` × `choices` + its bytes, at
+/// most the bucket.
+pub fn rvt_body(n: u64, choices: u64) -> (String, u64) {
+    let body =
+        if choices > 1 { format!(r#"{{"max_tokens":{n},"n":{choices}}}"#) } else { format!(r#"{{"max_tokens":{n}}}"#) };
+    let reserved = (n * choices + body.len() as u64).min(RVT_CAPACITY);
     (body, reserved)
 }

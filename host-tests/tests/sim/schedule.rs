@@ -15,10 +15,11 @@ pub const SHAPES: u64 = 4;
 #[derive(Clone, Debug)]
 pub enum Step {
     /// Request `id` of `user` for rule `rule` on worker `vm` of proxy
-    /// `proxy`; `n`: the output bound its body states (`rvt`); `trailers`:
-    /// the request ends with trailers (HTTP/2) after its body (an empty
-    /// one for a rule that reads none).
-    Begin { id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64, trailers: bool },
+    /// `proxy`; `n`: the output bound its body states (`rvt`), `choices`:
+    /// the completions it asks for (`rvt`: its body's `n` when above 1);
+    /// `trailers`: the request ends with trailers (HTTP/2) after its body
+    /// (an empty one for a rule that reads none).
+    Begin { id: usize, proxy: usize, vm: usize, rule: usize, user: usize, n: u64, choices: u64, trailers: bool },
     /// Deliver what is due (store replies, timeouts).
     Deliver,
     /// Stream `stream` (a `Begin`'s id; nothing if it is not live) ends:
@@ -100,6 +101,12 @@ impl Draw<'_> {
                     Kind::ReservedBody => 50 + rng.below(400),
                     _ => 0,
                 };
+                // rvt: now and then two or three completions (a worst case
+                // past the bucket is capped at it).
+                let choices = match self.table.get(rule).kind {
+                    Kind::ReservedBody if rng.below(5) == 0 => 2 + rng.below(2),
+                    _ => 1,
+                };
                 let trailers = match self.table.get(rule).kind {
                     Kind::Reserved | Kind::ReservedBody => rng.below(3) == 0,
                     _ => rng.below(10) == 0,
@@ -107,7 +114,7 @@ impl Draw<'_> {
                 let (id, vm) = (self.next_id, rng.below(self.vms as u64) as usize);
                 self.next_id += 1;
                 self.live.push((id, proxy, vm));
-                Step::Begin { id, proxy, vm, rule, user, n, trailers }
+                Step::Begin { id, proxy, vm, rule, user, n, choices, trailers }
             }
             40..=53 => Step::Deliver,
             54..=68 if !self.live.is_empty() => {
