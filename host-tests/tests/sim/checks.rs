@@ -314,15 +314,17 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
                 if let Some((j, k, taken, most)) =
                     bucket_overrun(&points, spec.limit, spec.window_ms, spec.burst + slack)
                 {
+                    let refunded = refunds_between(world, rule, user, uses[j].store_ms, uses[k].store_ms);
                     return Err(format!(
-                        "{name}: {taken} units admitted within {} ms (store time), at most {most} (burst {} + {} per {} ms{}); uses from {} to {}",
+                        "{name}: {taken} units admitted within {} ms (store time), at most {most} (burst {} + {} per {} ms{}); uses from {} to {}{}",
                         points[k].at - points[j].at,
                         spec.burst,
                         spec.limit,
                         spec.window_ms,
                         if slack > 0 { format!(", {slack} refunds from before a flush") } else { String::new() },
                         uses[j].store_ms,
-                        uses[k].store_ms
+                        uses[k].store_ms,
+                        if refunded > 0 { format!("; refunds of {refunded} units landed within it") } else { String::new() }
                     ));
                 }
             }
@@ -330,6 +332,14 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
         }
     }
     Ok(())
+}
+
+/// Units the store refunded to `user` of rule `rule` between the store's
+/// instants `from` and `to`.
+fn refunds_between(world: &World, rule: usize, user: usize, from: u64, to: u64) -> u64 {
+    let key = (world.identity_of(user, rule), world.rules.get(rule).name.to_string());
+    let Some(s) = world.ledger.settled.get(&key) else { return 0 };
+    s.refunds.iter().filter(|(at, _)| (from..=to).contains(at)).map(|(_, n)| n).sum()
 }
 
 /// `exact.token_bucket_leased`, `exact.gcra_leased`: the requests a leased

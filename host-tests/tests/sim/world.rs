@@ -161,8 +161,9 @@ impl Schedule {
 pub struct Heed {
     /// Invariants found before (`SIM_KEEP_GOING`).
     pub known: Vec<String>,
-    /// `SIM_HUNT=<text>`: only violations that say it (one way among
-    /// several to violate an invariant, e.g. "refused after refunds").
+    /// `SIM_HUNT=<text>[|<text>...]`: only violations that say one of
+    /// them (one way among several to violate an invariant, e.g.
+    /// "refused after refunds").
     pub hunt: String,
 }
 
@@ -174,7 +175,7 @@ impl Heed {
 
     /// Whether `violation` stops the schedule.
     pub fn stops(&self, violation: &str) -> bool {
-        !self.known.iter().any(|k| k == name(violation)) && violation.contains(&self.hunt)
+        !self.known.iter().any(|k| k == name(violation)) && self.hunt.split('|').any(|h| violation.contains(h))
     }
 }
 
@@ -617,6 +618,17 @@ impl World<'_> {
                 let Some(i) = found else { continue };
                 let t = &mut self.streams[i];
                 t.expected.retain(|(id, r)| !(*r == d.rule && *id == d.decision.identity));
+                // A reservation takes its body's worst case, no less.
+                for l in &d.decision.limits {
+                    if let ratelimit::spec::Op::Reserve(a) = l.op {
+                        if a != t.reserved {
+                            self.violations.push(format!(
+                                "reserved.never_over: {} reserved {a} units, its body's worst case is {} (stream #{i})",
+                                l.rule, t.reserved
+                            ));
+                        }
+                    }
+                }
                 t.decisions.push(d);
                 self.open_calls[proxy].entry(call.id).or_default().push(i);
             }
