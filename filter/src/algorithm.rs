@@ -17,8 +17,8 @@ pub enum Algorithm {
     SlidingLog,
     /// Generic cell rate algorithm: leaky bucket in counter form.
     Gcra,
-    /// Streams in flight at once: a slot per stream, held until it ends
-    /// (the "window" is how long a slot lives unrenewed: `max_hold`).
+    /// Streams in flight at once: a permit per stream, held until it ends
+    /// (the "window" is how long a permit lives unrenewed: `max_hold`).
     Concurrency,
 }
 

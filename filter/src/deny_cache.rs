@@ -10,14 +10,15 @@
 use std::num::NonZeroU32;
 
 use crate::shared::{read_u64s, write_u64s, SharedData};
+use crate::time::Instant;
 
 /// A cached denial.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DenyEntry {
-    /// Until when (ms since the epoch) the client is denied.
-    pub deny_until_ms: u64,
-    /// When the limit is fully available again (ms since the epoch).
-    pub reset_at_ms: u64,
+    /// Until when the client is denied.
+    pub deny_until: Instant,
+    /// When the limit is fully available again.
+    pub reset_at: Instant,
     /// What the store reported as remaining.
     pub remaining: u64,
 }
@@ -38,19 +39,21 @@ impl<'a, S: SharedData + ?Sized> DenyCache<'a, S> {
         DenyCache { shared, slots }
     }
 
-    /// The denial in force for `fp` at `now_ms`, if any.
-    pub fn lookup(&self, fp: u64, now_ms: u64) -> Option<DenyEntry> {
+    /// The denial in force for `fp` at `now`, if any.
+    pub fn lookup(&self, fp: u64, now: Instant) -> Option<DenyEntry> {
         let (bytes, _) = self.shared.get(&slot_key(fp, self.slots))?;
-        let [stored, deny_until_ms, reset_at_ms, remaining] = read_u64s::<4>(&bytes)?;
-        (stored == fp && deny_until_ms > now_ms).then_some(DenyEntry { deny_until_ms, reset_at_ms, remaining })
+        let [stored, deny_until, reset_at, remaining] = read_u64s::<4>(&bytes)?;
+        let entry =
+            DenyEntry { deny_until: Instant::from_ms(deny_until), reset_at: Instant::from_ms(reset_at), remaining };
+        (stored == fp && entry.deny_until > now).then_some(entry)
     }
 
-    /// Remembers a denial. The newest denial wins a slot; if another worker
-    /// writes the slot at the same moment, theirs stands.
+    /// Remembers a denial. The newest denial wins an entry; if another worker
+    /// writes the entry at the same moment, theirs stands.
     pub fn remember(&self, fp: u64, entry: DenyEntry) {
         let key = slot_key(fp, self.slots);
         let cas = self.shared.get(&key).map(|(_, cas)| cas);
-        let bytes = write_u64s([fp, entry.deny_until_ms, entry.reset_at_ms, entry.remaining]);
+        let bytes = write_u64s([fp, entry.deny_until.ms(), entry.reset_at.ms(), entry.remaining]);
         let _ = self.shared.set(&key, &bytes, cas);
     }
 }
@@ -66,7 +69,8 @@ mod tests {
         NonZeroU32::new(n).unwrap()
     }
 
-    const E: DenyEntry = DenyEntry { deny_until_ms: 2_000, reset_at_ms: 5_000, remaining: 0 };
+    const E: DenyEntry =
+        DenyEntry { deny_until: Instant::from_ms(2_000), reset_at: Instant::from_ms(5_000), remaining: 0 };
 
     #[test]
     #[wasm_bindgen_test]
@@ -75,8 +79,8 @@ mod tests {
         let cache = DenyCache::new(&shared, slots(16));
         let fp = entry_fingerprint(7, &IdentityDigest::of("1.2.3.4"));
         cache.remember(fp, E);
-        assert_eq!(cache.lookup(fp, 1_999), Some(E));
-        assert_eq!(cache.lookup(fp, 2_000), None);
+        assert_eq!(cache.lookup(fp, Instant::from_ms(1_999)), Some(E));
+        assert_eq!(cache.lookup(fp, Instant::from_ms(2_000)), None);
     }
 
     #[test]
@@ -85,9 +89,9 @@ mod tests {
         let shared = FakeShared::default();
         let cache = DenyCache::new(&shared, slots(1)); // every client in one slot
         cache.remember(entry_fingerprint(7, &IdentityDigest::of("alice")), E);
-        assert_eq!(cache.lookup(entry_fingerprint(7, &IdentityDigest::of("bob")), 0), None);
+        assert_eq!(cache.lookup(entry_fingerprint(7, &IdentityDigest::of("bob")), Instant::from_ms(0)), None);
         assert_eq!(
-            cache.lookup(entry_fingerprint(8, &IdentityDigest::of("alice")), 0),
+            cache.lookup(entry_fingerprint(8, &IdentityDigest::of("alice")), Instant::from_ms(0)),
             None,
             "another limit (or changed parameters)"
         );

@@ -3,19 +3,20 @@
 //! shared data so every worker of the proxy spends the same budget.
 //!
 //! Aligned windows, one counter per (rule, limit, identity) in a fixed set
-//! of slots. Two identities that share a slot take it over from each other
+//! of entries. Two identities that share an entry take it over from each other
 //! (a reset count): during an outage that can only admit more, never less.
 //!
 //! A concurrency limit's share counts streams held here instead, until an
 //! expiry each hold or renewal pushes `max_hold` ahead: released when its
-//! streams end (`release_slot`), and forgotten if nobody renews it (a VM
+//! streams end (`release_permit`), and forgotten if nobody renews it (a VM
 //! reloaded with streams open leaks nothing past `max_hold`). Such an
 //! entry is never taken over while it holds streams: once the store is
 //! back, its count is what keeps the client within its limit (the streams
-//! it counts are not in the store yet), so a newcomer sharing its slot,
+//! it counts are not in the store yet), so a newcomer sharing its entry,
 //! of any limit, is refused locally instead (a charge's share is not
 //! spent).
 
+use crate::time::Instant;
 use std::num::NonZeroU32;
 
 use crate::algorithm::CC_RETRY_MS;
@@ -39,7 +40,7 @@ pub struct FallbackLimit {
 }
 
 /// The top bit of a stored fingerprint: set on concurrency entries, so
-/// that any newcomer to a slot can tell one holding streams.
+/// that any newcomer to an entry can tell one holding streams.
 const HOLDS: u64 = 1 << 63;
 
 /// `l`'s fingerprint as its entry stores it.
@@ -52,13 +53,15 @@ fn stored(l: &FallbackLimit) -> u64 {
 
 /// Whether a share entry counts another client's streams, live: not to be
 /// taken over (see the module's doc).
-fn holds_others(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> bool {
+fn holds_others(l: &FallbackLimit, entry: Option<[u64; 3]>, now: Instant) -> bool {
+    let now_ms = now.ms();
     matches!(entry, Some([fp, until, c]) if fp & HOLDS != 0 && fp != stored(l) && until > now_ms && c > 0)
 }
 
 /// What a share entry holds now: its count, if it is this limit's, in this
 /// window (or, for concurrency, not yet expired).
-fn held(l: &FallbackLimit, entry: Option<[u64; 3]>, now_ms: u64) -> u64 {
+fn held(l: &FallbackLimit, entry: Option<[u64; 3]>, now: Instant) -> u64 {
+    let now_ms = now.ms();
     match (entry, l.hold_ms) {
         (Some([fp, until, c]), Some(_)) if fp == stored(l) && until > now_ms => c,
         (Some([fp, i, c]), None) if fp == stored(l) && i == now_ms / l.window_ms.max(1) => c,
@@ -76,8 +79,9 @@ pub fn admit<S: SharedData + ?Sized>(
     shared: &S,
     slots: NonZeroU32,
     limits: &[FallbackLimit],
-    now_ms: u64,
+    now: Instant,
 ) -> Vec<LimitOutcome> {
+    let now_ms = now.ms();
     // Several keys at once: each write guarded by its own read's CAS.
     for _ in 0..CAS_ATTEMPTS {
         let mut reads = Vec::with_capacity(limits.len());
@@ -87,9 +91,9 @@ pub fn admit<S: SharedData + ?Sized>(
             let window = l.window_ms.max(1);
             let got = shared.get(&key);
             let entry = got.as_ref().and_then(|(b, _)| read_u64s::<3>(b));
-            let count = held(l, entry, now_ms);
+            let count = held(l, entry, now);
             let cost = l.cost;
-            let allowed = count.saturating_add(cost) <= l.share && !holds_others(l, entry, now_ms);
+            let allowed = count.saturating_add(cost) <= l.share && !holds_others(l, entry, now);
             let remaining = if allowed { l.share - count - cost } else { l.share.saturating_sub(count) };
             // The entry's second field: a window's index, or until when the
             // streams held count. A stream's end is unknown: a denied one
@@ -126,51 +130,53 @@ pub fn admit<S: SharedData + ?Sized>(
 /// Adds each limit's cost unconditionally: a charge the store could not
 /// take (after the response, nothing can be refused any more), so the
 /// proxy's own fallback share still feels it.
-pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[FallbackLimit], now_ms: u64) {
+pub fn charge<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, limits: &[FallbackLimit], now: Instant) {
+    let now_ms = now.ms();
     for l in limits {
         let index = now_ms / l.window_ms.max(1);
         let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
             let entry = bytes.and_then(read_u64s::<3>);
-            if holds_others(l, entry, now_ms) {
+            if holds_others(l, entry, now) {
                 return Change::Leave(());
             }
-            Change::Put(write_u64s([stored(l), index, held(l, entry, now_ms).saturating_add(l.cost)]), ())
+            Change::Put(write_u64s([stored(l), index, held(l, entry, now).saturating_add(l.cost)]), ())
         });
     }
 }
 
 /// Streams held in the local share of concurrency limit `l` now.
-pub fn streams_held<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) -> u64 {
+pub fn streams_held<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) -> u64 {
     let entry = shared.get(&slot_key(l.fingerprint, slots));
-    held(l, entry.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now_ms)
+    held(l, entry.as_ref().and_then(|(b, _)| read_u64s::<3>(b)), now)
 }
 
-/// A stream holding a slot of the local share of concurrency limit `l`
+/// A stream holding a permit of the local share of concurrency limit `l`
 /// ended: one stream fewer (nothing if the entry expired or was taken
 /// over meanwhile).
-pub fn release_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) {
-    update_slot(shared, slots, l, now_ms, |until, count| Some([until, count.checked_sub(1)?]));
+pub fn release_permit<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
+    update_permits(shared, slots, l, now, |until, count| Some([until, count.checked_sub(1)?]));
 }
 
-/// A stream holding a slot of the local share lives on: the entry lives
+/// A stream holding a permit of the local share lives on: the entry lives
 /// `hold_ms` more (counting the stream again if the entry had expired).
-pub fn renew_slot<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64) {
+pub fn renew_permit<S: SharedData + ?Sized>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant) {
+    let now_ms = now.ms();
     let until = now_ms.saturating_add(l.hold_ms.unwrap_or(0));
-    update_slot(shared, slots, l, now_ms, |_, count| Some([until, count.max(1)]));
+    update_permits(shared, slots, l, now, |_, count| Some([until, count.max(1)]));
 }
 
-fn update_slot<S, F>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now_ms: u64, change: F)
+fn update_permits<S, F>(shared: &S, slots: NonZeroU32, l: &FallbackLimit, now: Instant, change: F)
 where
     S: SharedData + ?Sized,
     F: Fn(u64, u64) -> Option<[u64; 2]>,
 {
     let _ = shared::update(shared, &slot_key(l.fingerprint, slots), |bytes| {
         let entry = bytes.and_then(read_u64s::<3>);
-        if holds_others(l, entry, now_ms) {
+        if holds_others(l, entry, now) {
             return Change::Leave(());
         }
         let until = entry.map_or(0, |[_, until, _]| until);
-        match change(until, held(l, entry, now_ms)) {
+        match change(until, held(l, entry, now)) {
             Some([until, count]) => Change::Put(write_u64s([stored(l), until, count]), ()),
             None => Change::Leave(()),
         }
@@ -193,32 +199,47 @@ mod tests {
     #[wasm_bindgen_test]
     fn admits_exactly_the_share_per_window() {
         let shared = FakeShared::default();
-        let admitted = (0..10).filter(|_| admit(&shared, SLOTS, &[limit(1, 3)], 5_500)[0].allowed).count();
+        let admitted =
+            (0..10).filter(|_| admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(5_500))[0].allowed).count();
         assert_eq!(admitted, 3);
-        let d = admit(&shared, SLOTS, &[limit(1, 3)], 5_999);
+        let d = admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(5_999));
         assert_eq!((d[0].allowed, d[0].retry_after_ms), (false, Some(1)));
-        assert!(admit(&shared, SLOTS, &[limit(1, 3)], 6_000)[0].allowed, "the next window starts afresh");
+        assert!(
+            admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(6_000))[0].allowed,
+            "the next window starts afresh"
+        );
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn all_or_nothing_across_a_rules_limits() {
         let shared = FakeShared::default();
-        assert!(admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], 0).iter().all(|d| d.allowed));
-        let d = admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], 1);
+        assert!(admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], Instant::from_ms(0)).iter().all(|d| d.allowed));
+        let d = admit(&shared, SLOTS, &[limit(1, 5), limit(2, 1)], Instant::from_ms(1));
         assert!(d[0].allowed && !d[1].allowed);
-        assert_eq!(admit(&shared, SLOTS, &[limit(1, 5)], 2)[0].remaining, 3, "the denied request spent nothing");
+        assert_eq!(
+            admit(&shared, SLOTS, &[limit(1, 5)], Instant::from_ms(2))[0].remaining,
+            3,
+            "the denied request spent nothing"
+        );
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn a_charge_that_failed_at_the_store_spends_the_local_share() {
         let shared = FakeShared::default();
-        charge(&shared, SLOTS, &[FallbackLimit { cost: 2, ..limit(1, 3) }], 5_000);
-        assert_eq!(admit(&shared, SLOTS, &[limit(1, 3)], 5_001)[0].remaining, 0, "3 - 2 charged - 1 now");
-        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(1, 3) }], 5_002);
-        assert!(!admit(&shared, SLOTS, &[limit(1, 3)], 5_003)[0].allowed, "in debt until the window ends");
-        assert!(admit(&shared, SLOTS, &[limit(1, 3)], 6_000)[0].allowed);
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 2, ..limit(1, 3) }], Instant::from_ms(5_000));
+        assert_eq!(
+            admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(5_001))[0].remaining,
+            0,
+            "3 - 2 charged - 1 now"
+        );
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(1, 3) }], Instant::from_ms(5_002));
+        assert!(
+            !admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(5_003))[0].allowed,
+            "in debt until the window ends"
+        );
+        assert!(admit(&shared, SLOTS, &[limit(1, 3)], Instant::from_ms(6_000))[0].allowed);
     }
 
     #[test]
@@ -226,41 +247,41 @@ mod tests {
     fn a_concurrency_share_counts_streams_until_released_or_unrenewed_for_max_hold() {
         let shared = FakeShared::default();
         let cc = FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) };
-        assert!(admit(&shared, SLOTS, &[cc], 0)[0].allowed);
-        assert!(admit(&shared, SLOTS, &[cc], 1)[0].allowed);
-        let full = admit(&shared, SLOTS, &[cc], 2)[0];
+        assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(0))[0].allowed);
+        assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(1))[0].allowed);
+        let full = admit(&shared, SLOTS, &[cc], Instant::from_ms(2))[0];
         assert_eq!((full.allowed, full.remaining, full.reset_ms, full.retry_after_ms), (false, 0, 0, Some(1000)));
-        release_slot(&shared, SLOTS, &cc, 3);
-        assert!(admit(&shared, SLOTS, &[cc], 4)[0].allowed, "a stream ended: its slot is free");
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(3));
+        assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(4))[0].allowed, "a stream ended: its slot is free");
         // Renewed at 2 s, the entry holds until 5 s; then nobody renews it.
-        renew_slot(&shared, SLOTS, &cc, 2_000);
-        assert!(!admit(&shared, SLOTS, &[cc], 4_999)[0].allowed);
-        assert_eq!(admit(&shared, SLOTS, &[cc], 5_000)[0].remaining, 1, "forgotten after max_hold");
-        release_slot(&shared, SLOTS, &cc, 5_001);
-        release_slot(&shared, SLOTS, &cc, 5_002);
-        assert_eq!(admit(&shared, SLOTS, &[cc], 5_003)[0].remaining, 1, "never below zero");
+        renew_permit(&shared, SLOTS, &cc, Instant::from_ms(2_000));
+        assert!(!admit(&shared, SLOTS, &[cc], Instant::from_ms(4_999))[0].allowed);
+        assert_eq!(admit(&shared, SLOTS, &[cc], Instant::from_ms(5_000))[0].remaining, 1, "forgotten after max_hold");
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(5_001));
+        release_permit(&shared, SLOTS, &cc, Instant::from_ms(5_002));
+        assert_eq!(admit(&shared, SLOTS, &[cc], Instant::from_ms(5_003))[0].remaining, 1, "never below zero");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn a_concurrency_share_holding_streams_is_never_taken_over_by_a_client_sharing_its_slot() {
         let shared = FakeShared::default();
-        // Fingerprints 9 and 73 share a slot of 64.
+        // Fingerprints 9 and 73 share an entry of 64.
         let (mine, other) = (
             FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) },
             FallbackLimit { hold_ms: Some(3_000), ..limit(73, 2) },
         );
-        assert!(admit(&shared, SLOTS, &[mine], 0)[0].allowed);
+        assert!(admit(&shared, SLOTS, &[mine], Instant::from_ms(0))[0].allowed);
         // The other client is refused while my stream is held, and neither
         // its renewal nor its release touches my count.
-        let refused = admit(&shared, SLOTS, &[other], 1)[0];
+        let refused = admit(&shared, SLOTS, &[other], Instant::from_ms(1))[0];
         assert_eq!((refused.allowed, refused.retry_after_ms), (false, Some(1000)));
-        renew_slot(&shared, SLOTS, &other, 2);
-        release_slot(&shared, SLOTS, &other, 3);
-        assert_eq!(streams_held(&shared, SLOTS, &mine, 4), 1, "my stream still counts");
-        // Released (or forgotten after max_hold), the slot is free for it.
-        release_slot(&shared, SLOTS, &mine, 5);
-        assert!(admit(&shared, SLOTS, &[other], 6)[0].allowed);
+        renew_permit(&shared, SLOTS, &other, Instant::from_ms(2));
+        release_permit(&shared, SLOTS, &other, Instant::from_ms(3));
+        assert_eq!(streams_held(&shared, SLOTS, &mine, Instant::from_ms(4)), 1, "my stream still counts");
+        // Released (or forgotten after max_hold), the entry is free for it.
+        release_permit(&shared, SLOTS, &mine, Instant::from_ms(5));
+        assert!(admit(&shared, SLOTS, &[other], Instant::from_ms(6))[0].allowed);
     }
 
     #[test]
@@ -268,10 +289,10 @@ mod tests {
     fn a_rate_limit_sharing_the_slot_of_held_streams_neither_takes_it_over_nor_is_charged_there() {
         let shared = FakeShared::default();
         let cc = FallbackLimit { hold_ms: Some(3_000), ..limit(9, 2) };
-        assert!(admit(&shared, SLOTS, &[cc], 0)[0].allowed);
+        assert!(admit(&shared, SLOTS, &[cc], Instant::from_ms(0))[0].allowed);
         // A rate limit of another client in the same slot (73 = 9 + 64).
-        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(73, 3) }], 1);
-        assert!(!admit(&shared, SLOTS, &[limit(73, 3)], 2)[0].allowed);
-        assert_eq!(streams_held(&shared, SLOTS, &cc, 3), 1);
+        charge(&shared, SLOTS, &[FallbackLimit { cost: 5, ..limit(73, 3) }], Instant::from_ms(1));
+        assert!(!admit(&shared, SLOTS, &[limit(73, 3)], Instant::from_ms(2))[0].allowed);
+        assert_eq!(streams_held(&shared, SLOTS, &cc, Instant::from_ms(3)), 1);
     }
 }

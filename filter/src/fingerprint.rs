@@ -1,5 +1,5 @@
 //! Fingerprints tell one deny-cache or fallback entry from another that
-//! landed in the same shared-data slot.
+//! landed in the same shared-data entry.
 //!
 //! They must be unforgeable: a client who could make its entry's
 //! fingerprint equal a victim's would get the victim denied (or share its

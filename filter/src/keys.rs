@@ -20,6 +20,7 @@ use std::fmt::Write;
 
 use crate::algorithm::Algorithm;
 use crate::spec::LimitSpec;
+use crate::time::Instant;
 
 /// The longest identity a key carries as it is; a longer one is replaced
 /// by its digest (see `identity`), so a key's length is bounded.
@@ -35,11 +36,11 @@ pub fn limit_keys(
     rule: &str,
     spec: &LimitSpec,
     offset_ms: Option<u64>,
-    now_ms: u64,
+    now: Instant,
 ) {
     let window = spec.window_ms.max(1);
     let offset = shift(spec, offset_ms);
-    let index = now_ms.saturating_add(offset.unwrap_or(0)) / window;
+    let index = now.ms().saturating_add(offset.unwrap_or(0)) / window;
     let code = key_code(spec, offset_ms);
     let mut base = String::with_capacity(domain.len() + identity.len() + rule.len() + 32);
     // Writing to a String cannot fail.
@@ -72,8 +73,8 @@ fn shift(spec: &LimitSpec, offset_ms: Option<u64>) -> Option<u64> {
 }
 
 /// A Redis Cluster hash slot (0 to 16383): which shard holds a client's
-/// keys, and which breaker guards them. Not a concurrency slot
-/// (`spec::SlotId`) nor a shared-data table entry.
+/// keys, and which breaker guards them. Not a concurrency permit
+/// (`spec::PermitId`) nor a shared-data table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct HashSlot(pub u16);
 
@@ -108,7 +109,7 @@ mod tests {
     fn keys_with_offset(algorithm: Algorithm, offset: Option<u64>, now: u64) -> Vec<String> {
         let spec = LimitSpec { algorithm, limit: 100, window_ms: 60_000, burst: 100 };
         let mut out = Vec::new();
-        limit_keys(&mut out, "shop", "k=abc", "api", &spec, offset, now);
+        limit_keys(&mut out, "shop", "k=abc", "api", &spec, offset, Instant::from_ms(now));
         out
     }
 

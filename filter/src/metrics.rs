@@ -39,21 +39,21 @@ pub enum Event {
     /// Refused before reaching the store: too many decisions already wait
     /// on this worker; the rule's failure policy applied.
     Overloaded,
-    /// A concurrency slot taken in the store by an admitted stream.
-    SlotTaken,
-    /// A concurrency slot taken in this proxy's local share (store failing).
-    SlotTakenLocally,
+    /// A concurrency permit taken in the store by an admitted stream.
+    PermitTaken,
+    /// A concurrency permit taken in this proxy's local share (store failing).
+    PermitTakenLocally,
     /// Refused by a concurrency limit (every slot held).
-    SlotRefused,
+    PermitRefused,
     /// A slot the store released when its stream ended.
-    SlotReleased,
+    PermitReleased,
     /// A slot the store had already freed by its expiry when its stream
     /// released or renewed it (renewals failed for `max_hold`).
-    SlotExpired,
+    PermitExpired,
     /// A slot's release or renewal the store did not take (the slot frees
     /// itself by its expiry; a renewal is tried again while its stream
     /// lives).
-    SlotStoreFailed,
+    PermitStoreFailed,
 }
 
 impl Event {
@@ -76,12 +76,12 @@ impl Event {
         Event::LeaseAllowed,
         Event::LeaseGranted,
         Event::Overloaded,
-        Event::SlotTaken,
-        Event::SlotTakenLocally,
-        Event::SlotRefused,
-        Event::SlotReleased,
-        Event::SlotExpired,
-        Event::SlotStoreFailed,
+        Event::PermitTaken,
+        Event::PermitTakenLocally,
+        Event::PermitRefused,
+        Event::PermitReleased,
+        Event::PermitExpired,
+        Event::PermitStoreFailed,
     ];
 
     /// The metric name's last part.
@@ -104,12 +104,12 @@ impl Event {
             Event::LeaseAllowed => "lease_allowed",
             Event::LeaseGranted => "leases",
             Event::Overloaded => "overloaded",
-            Event::SlotTaken => "slots_taken",
-            Event::SlotTakenLocally => "slots_taken_locally",
-            Event::SlotRefused => "slots_refused",
-            Event::SlotReleased => "slots_released",
-            Event::SlotExpired => "slots_expired",
-            Event::SlotStoreFailed => "slot_store_errors",
+            Event::PermitTaken => "slots_taken",
+            Event::PermitTakenLocally => "slots_taken_locally",
+            Event::PermitRefused => "slots_refused",
+            Event::PermitReleased => "slots_released",
+            Event::PermitExpired => "slots_expired",
+            Event::PermitStoreFailed => "slot_store_errors",
         }
     }
 

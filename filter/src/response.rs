@@ -2,6 +2,7 @@
 
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::{retry_after_with_jitter, PartitionKey};
+use crate::time::Instant;
 
 /// One limit's outcome as the headers describe it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,13 +67,13 @@ pub fn most_restrictive(shown: &[Shown]) -> Option<Shown> {
 
 /// X-RateLimit-* (Reset in Unix seconds) and RateLimit-* (Reset in seconds
 /// from now): they differ on purpose.
-pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
+pub fn rate_limit_headers(s: &Shown, now: Instant) -> Headers {
     let limit = s.limit.to_string();
     let remaining = s.outcome.remaining.to_string();
     vec![
         ("x-ratelimit-limit", limit.clone()),
         ("x-ratelimit-remaining", remaining.clone()),
-        ("x-ratelimit-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
+        ("x-ratelimit-reset", ceil_seconds(now.after(s.outcome.reset_ms).ms()).to_string()),
         ("ratelimit-limit", limit),
         ("ratelimit-remaining", remaining),
         ("ratelimit-reset", ceil_seconds(s.outcome.reset_ms).to_string()),
@@ -80,11 +81,11 @@ pub fn rate_limit_headers(s: &Shown, now_ms: u64) -> Headers {
 }
 
 /// `X-RateLimit-Shadow-*`: what a shadow rule would have shown.
-pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
+pub fn shadow_headers(s: &Shown, now: Instant) -> Headers {
     vec![
         ("x-ratelimit-shadow-limit", s.limit.to_string()),
         ("x-ratelimit-shadow-remaining", s.outcome.remaining.to_string()),
-        ("x-ratelimit-shadow-reset", ceil_seconds(now_ms.saturating_add(s.outcome.reset_ms)).to_string()),
+        ("x-ratelimit-shadow-reset", ceil_seconds(now.after(s.outcome.reset_ms).ms()).to_string()),
     ]
 }
 
@@ -93,7 +94,7 @@ pub fn shadow_headers(s: &Shown, now_ms: u64) -> Headers {
 /// Retry-After (0: exact).
 pub fn too_many_requests(
     s: &Shown,
-    now_ms: u64,
+    now: Instant,
     with_headers: bool,
     random: u64,
     jitter_ppm: u32,
@@ -102,7 +103,7 @@ pub fn too_many_requests(
     let retry = retry_after_with_jitter(s.outcome.retry_after_ms.unwrap_or(s.outcome.reset_ms), jitter_ppm, random);
     let mut headers = vec![("content-type", json()), ("retry-after", retry.to_string())];
     if with_headers {
-        headers.extend(rate_limit_headers(s, now_ms));
+        headers.extend(rate_limit_headers(s, now));
     }
     LocalReply { status: 429, headers, body: body(retry) }
 }
@@ -150,7 +151,7 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn headers_give_unix_and_relative_resets_rounded_up() {
-        let h = rate_limit_headers(&shown(true, 3, 1500, 0), 1_700_000_000_200);
+        let h = rate_limit_headers(&shown(true, 3, 1500, 0), Instant::from_ms(1_700_000_000_200));
         assert_eq!(
             h,
             vec![
@@ -168,11 +169,11 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_429_rounds_retry_after_up_and_never_below_one() {
         let retry = |retry: u64| retry.to_string();
-        let r = too_many_requests(&shown(false, 0, 900, 1), 0, false, 0, 0, retry);
+        let r = too_many_requests(&shown(false, 0, 900, 1), Instant::from_ms(0), false, 0, 0, retry);
         assert_eq!(r.status, 429);
         assert_eq!(r.headers, vec![("content-type", "application/json".into()), ("retry-after", "1".into())]);
         assert_eq!(r.body, "1");
-        let r = too_many_requests(&shown(false, 0, 9000, 2001), 0, true, u64::MAX, 0, retry);
+        let r = too_many_requests(&shown(false, 0, 9000, 2001), Instant::from_ms(0), true, u64::MAX, 0, retry);
         assert_eq!(r.body, "3");
         assert_eq!(r.headers.len(), 8);
     }

@@ -6,6 +6,7 @@
 
 use crate::algorithm::Algorithm;
 use crate::outcome::LimitOutcome;
+use crate::time::Instant;
 
 /// One limit's parameters as the script receives them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,24 +40,24 @@ pub enum Op {
     Check(u64),
     /// Add this many units whatever is left, going into debt if need be.
     Charge(u64),
-    /// Give back this many units of a reservation made at `at_ms` (the
+    /// Give back this many units of a reservation made at `at` (the
     /// caller's clock then): window counts lose them in the window the
     /// reservation went into (never below 0); a token bucket or GCRA lead
     /// falls by them, but never below what it would be had the request
     /// cost that much less from the start, as its `mark` tells (which
     /// they need; windows take none). Never refused.
-    Refund { amount: u64, at_ms: u64, mark: Option<Mark> },
-    /// concurrency: take a slot with this id (unique across the fleet) for
+    Refund { amount: u64, at: Instant, mark: Option<Mark> },
+    /// concurrency: take a permit with this id (unique across the fleet) for
     /// a stream, if every limit of the decision admits; the second number
     /// is the client's streams this proxy admitted from its local share
     /// while the store failed and the store does not hold yet: counted
     /// with the take (admitted iff held + them + 1 <= limit), not written.
-    Take(SlotId, u64),
+    Take(PermitId, u64),
     /// concurrency: the stream holding this slot ended; never refused.
-    Release(SlotId),
+    Release(PermitId),
     /// concurrency: the stream holding this slot lives on; never refused
-    /// (a slot that expired meanwhile is taken again).
-    Renew(SlotId),
+    /// (a permit that expired meanwhile is taken again).
+    Renew(PermitId),
 }
 
 /// Where a token bucket or GCRA stood right after a reservation: which
@@ -96,10 +97,10 @@ impl Mark {
     }
 }
 
-/// A concurrency slot: the id of one stream's member in its client's set
+/// A concurrency permit: the id of one stream's member in its client's set
 /// (drawn at random per stream), not a count, a hash slot or a table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SlotId(pub u64);
+pub struct PermitId(pub u64);
 
 impl Op {
     /// The op's code in ARGV.
@@ -125,8 +126,8 @@ impl Op {
         }
     }
 
-    /// The slot a concurrency op is about.
-    pub fn slot_id(self) -> Option<SlotId> {
+    /// The permit a concurrency op is about.
+    pub fn permit_id(self) -> Option<PermitId> {
         match self {
             Op::Take(id, _) | Op::Release(id) | Op::Renew(id) => Some(id),
             _ => None,
@@ -149,10 +150,10 @@ impl Op {
 
     /// The clock its keys are named from: a refund's reservation time, or
     /// `now` for every other op.
-    pub fn keys_at(self, now_ms: u64) -> u64 {
+    pub fn keys_at(self, now: Instant) -> Instant {
         match self {
-            Op::Refund { at_ms, .. } => at_ms,
-            _ => now_ms,
+            Op::Refund { at, .. } => at,
+            _ => now,
         }
     }
 }
@@ -168,7 +169,7 @@ pub struct LimitCall<'a> {
     pub op: Op,
     /// fixed_window only: shifts its window boundaries by this many ms
     /// (less than the window); `None` = aligned windows (offset 0). (A
-    /// concurrency limit's slot id and a refund's mark ride in the same
+    /// concurrency limit's permit id and a refund's mark ride in the same
     /// argument: see `Op`.)
     pub offset_ms: Option<u64>,
 }

@@ -4,7 +4,8 @@
 //! what the store was asked, in the order it was asked.
 
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, LimitCall, LimitSpec, Mark, Op, SlotId};
+use ratelimit::spec::{DecisionCall, LimitCall, LimitSpec, Mark, Op, PermitId};
+use ratelimit::time::Instant;
 
 /// One limit of a decision, owned.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +103,7 @@ pub fn decode(args: &[String]) -> Result<StoredCall, String> {
             identity.get_or_insert(parts.identity.clone());
             let offset_ms = (parts.code == "fo").then_some(*offset);
             let op = match (code.as_str(), spec.algorithm) {
-                ("u", Algorithm::Concurrency) => Op::Take(SlotId(*offset), amount.saturating_sub(1)),
+                ("u", Algorithm::Concurrency) => Op::Take(PermitId(*offset), amount.saturating_sub(1)),
                 ("u", _) => Op::Use(*amount),
                 ("v", _) => Op::Reserve(*amount),
                 ("k", _) => Op::Check(*amount),
@@ -110,11 +111,13 @@ pub fn decode(args: &[String]) -> Result<StoredCall, String> {
                 // The window the reservation went into is in the key's name.
                 ("f", _) => Op::Refund {
                     amount: *amount,
-                    at_ms: parts.index.map_or(now_ms, |i| (i * spec.window_ms).saturating_sub(offset_ms.unwrap_or(0))),
+                    at: Instant::from_ms(
+                        parts.index.map_or(now_ms, |i| (i * spec.window_ms).saturating_sub(offset_ms.unwrap_or(0))),
+                    ),
                     mark,
                 },
-                ("r", _) => Op::Release(SlotId(*offset)),
-                ("n", _) => Op::Renew(SlotId(*offset)),
+                ("r", _) => Op::Release(PermitId(*offset)),
+                ("n", _) => Op::Renew(PermitId(*offset)),
                 (other, _) => return Err(format!("op {other}")),
             };
             limits.push(StoredLimit { rule: parts.rule, spec, op, offset_ms });
@@ -179,18 +182,23 @@ mod tests {
         let a = [
             LimitCall { rule: "a", spec: sw, op: Op::Use(1), offset_ms: None },
             LimitCall { rule: "a", spec: fw, op: Op::Check(2), offset_ms: Some(1234) },
-            LimitCall { rule: "a", spec: cc, op: Op::Take(SlotId(77), 1), offset_ms: None },
+            LimitCall { rule: "a", spec: cc, op: Op::Take(PermitId(77), 1), offset_ms: None },
         ];
         let mark = Some(Mark { born_ms: 1_700_000_000_001, count: 1234 });
         let b = [
-            LimitCall { rule: "b", spec: tb, op: Op::Refund { amount: 30, at_ms: now, mark }, offset_ms: None },
+            LimitCall {
+                rule: "b",
+                spec: tb,
+                op: Op::Refund { amount: 30, at: Instant::from_ms(now), mark },
+                offset_ms: None,
+            },
             LimitCall {
                 rule: "b",
                 spec: fw,
-                op: Op::Refund { amount: 3, at_ms: 1_700_000_000_000, mark: None },
+                op: Op::Refund { amount: 3, at: Instant::from_ms(1_700_000_000_000), mark: None },
                 offset_ms: None,
             },
-            LimitCall { rule: "b", spec: cc, op: Op::Release(SlotId(9)), offset_ms: None },
+            LimitCall { rule: "b", spec: cc, op: Op::Release(PermitId(9)), offset_ms: None },
         ];
         let c = [
             LimitCall { rule: "a", spec: sw, op: Op::Use(1), offset_ms: None },
@@ -201,7 +209,7 @@ mod tests {
             DecisionCall { identity: "u1", limits: &b },
             DecisionCall { identity: "u2", limits: &c },
         ];
-        let call = ScriptCall::new("t", now, &batch);
+        let call = ScriptCall::new("t", Instant::from_ms(now), &batch);
         let mut args = vec!["sha".to_string(), call.keys.len().to_string()];
         args.extend(call.keys.iter().cloned());
         args.extend(call.args.iter().cloned());

@@ -32,6 +32,7 @@ use crate::config::Breaker;
 use crate::keys::HashSlot;
 use crate::shared::{self, read_u64s, write_u64s, Change, SharedData};
 use crate::store::StoreError;
+use crate::time::Instant;
 
 const STORE_KEY: &str = "ratelimit.breaker";
 /// The wait before the first probe after a breaker opens.
@@ -119,10 +120,11 @@ pub(crate) fn slot_key(config: &Breaker, slot: HashSlot) -> String {
 /// ever be set (the record's wait, the probe's bound) was set before the
 /// wall clock stepped back: it is over, or the breaker would stay open
 /// for the step's length on top of its wait.
-fn gate_one<S>(shared: &S, config: &Breaker, key: &str, now_ms: u64, probe_ms: u64) -> (Gate, Record)
+fn gate_one<S>(shared: &S, config: &Breaker, key: &str, now: Instant, probe_ms: u64) -> (Gate, Record)
 where
     S: SharedData + ?Sized,
 {
+    let now_ms = now.ms();
     let mut last = [0; 4];
     let gate = shared::update(shared, key, |bytes| {
         let r = decode(bytes);
@@ -146,8 +148,9 @@ where
 
 /// Decides whether a call for a key in hash slot `slot` may go to the store.
 /// `probe_ms` bounds how long one probe may hold a half-open breaker.
-pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now_ms: u64, probe_ms: u64) -> Gate {
-    let (store_gate, store) = gate_one(shared, config, STORE_KEY, now_ms, probe_ms);
+pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now: Instant, probe_ms: u64) -> Gate {
+    let now_ms = now.ms();
+    let (store_gate, store) = gate_one(shared, config, STORE_KEY, now, probe_ms);
     if store_gate != Gate::Call {
         return store_gate;
     }
@@ -156,7 +159,7 @@ pub fn gate<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot
     if last_slot_failure == 0 || now_ms >= last_slot_failure + config.open.ms() + probe_ms {
         return Gate::Call;
     }
-    gate_one(shared, config, &slot_key(config, slot), now_ms, probe_ms).0
+    gate_one(shared, config, &slot_key(config, slot), now, probe_ms).0
 }
 
 /// Updates `key`'s record with `next(record)`; `None` leaves it. (Lost to
@@ -178,7 +181,8 @@ fn update<S: SharedData + ?Sized>(shared: &S, key: &str, next: impl Fn(Record) -
 ///   last wait (at most the open period);
 /// - open with no probe out: a call sent before it opened came back late.
 ///   It says nothing new, and must not stretch the wait.
-fn failed(r: Record, stale_since: Option<u64>, config: &Breaker, now_ms: u64) -> Option<(u64, u64)> {
+fn failed(r: Record, stale_since: Option<u64>, config: &Breaker, now: Instant) -> Option<(u64, u64)> {
+    let now_ms = now.ms();
     let [failures, open_until, probe_deadline, _] = r;
     let threshold = u64::from(config.failures);
     if open_until != 0 {
@@ -199,18 +203,19 @@ fn closed(r: Record) -> Option<Record> {
 }
 
 /// Records the result of a call for hash slot `slot`.
-pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now_ms: u64, health: Health) {
+pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSlot, now: Instant, health: Health) {
+    let now_ms = now.ms();
     match health {
         // Consecutive: any answer in between resets the count.
         Health::StoreDown => update(shared, STORE_KEY, |r| {
-            let (failures, open_until) = failed(r, None, config, now_ms)?;
+            let (failures, open_until) = failed(r, None, config, now)?;
             Some([failures, open_until, 0, r[3]])
         }),
-        // The transport works: the store breaker closes; the slot counts.
+        // The transport works: the store breaker closes; the hash slot counts.
         Health::KeyFailed => {
             update(shared, STORE_KEY, |_| Some([0, 0, 0, now_ms]));
             update(shared, &slot_key(config, slot), |r| {
-                let (failures, open_until) = failed(r, Some(r[3]), config, now_ms)?;
+                let (failures, open_until) = failed(r, Some(r[3]), config, now)?;
                 Some([failures, open_until, 0, now_ms])
             });
         }
@@ -219,7 +224,7 @@ pub fn record<S: SharedData + ?Sized>(shared: &S, config: &Breaker, slot: HashSl
             if closed(store).is_some() {
                 update(shared, STORE_KEY, closed);
             }
-            // Only a slot that failed lately can have a count to clear.
+            // Only a hash slot that failed lately can have a count to clear.
             if store[3] != 0 && now_ms < store[3] + 2 * config.open.ms() {
                 update(shared, &slot_key(config, slot), closed);
             }

@@ -10,7 +10,7 @@ const CFG: Breaker = Breaker { failures: 3, open: crate::time::Millis::of(30_000
 const DOWN: Health = Health::StoreDown;
 
 fn gate_at(s: &FakeShared, slot: u16, now: u64) -> Gate {
-    gate(s, &CFG, HashSlot(slot), now, 100)
+    gate(s, &CFG, HashSlot(slot), Instant::from_ms(now), 100)
 }
 
 #[test]
@@ -18,16 +18,16 @@ fn gate_at(s: &FakeShared, slot: u16, now: u64) -> Gate {
 fn opens_after_three_transport_failures_then_lets_one_probe_through_after_a_second() {
     let s = FakeShared::default();
     for t in 0..2 {
-        record(&s, &CFG, HashSlot(1), t, DOWN);
+        record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN);
         assert_eq!(gate_at(&s, 1, t), Gate::Call, "{} failures keep it closed", t + 1);
     }
-    record(&s, &CFG, HashSlot(1), 10, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(10), DOWN);
     assert_eq!(gate_at(&s, 1, 10), Gate::Open);
     assert_eq!(gate_at(&s, 2, 10), Gate::Open, "a store-wide failure stops every slot");
     assert_eq!(gate_at(&s, 1, 1_009), Gate::Open, "open for 1 s");
     assert_eq!(gate_at(&s, 1, 1_010), Gate::Probe);
     assert_eq!(gate_at(&s, 2, 1_011), Gate::Open, "only one probe at a time");
-    record(&s, &CFG, HashSlot(1), 1_020, Health::Answered);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1_020), Health::Answered);
     assert_eq!(gate_at(&s, 2, 1_021), Gate::Call);
 }
 
@@ -36,7 +36,7 @@ fn opens_after_three_transport_failures_then_lets_one_probe_through_after_a_seco
 fn a_wall_clock_stepped_back_never_holds_the_breaker_open_past_its_wait() {
     let s = FakeShared::default();
     for t in [10_000, 10_001, 10_002] {
-        record(&s, &CFG, HashSlot(1), t, DOWN);
+        record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN);
     }
     // Open until 11,002 (a wait of 1 s). The clock steps back 6 s: the wait
     // cannot be 7 s long, so it is over.
@@ -44,7 +44,7 @@ fn a_wall_clock_stepped_back_never_holds_the_breaker_open_past_its_wait() {
     assert_eq!(gate_at(&s, 1, 4_002), Gate::Probe);
     // The probe claimed at 4,002 holds 100 ms, then another may go.
     assert_eq!(gate_at(&s, 1, 4_050), Gate::Open);
-    record(&s, &CFG, HashSlot(1), 4_060, Health::Answered);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(4_060), Health::Answered);
     assert_eq!(gate_at(&s, 1, 4_061), Gate::Call);
 }
 
@@ -53,14 +53,14 @@ fn a_wall_clock_stepped_back_never_holds_the_breaker_open_past_its_wait() {
 /// `until`.
 fn probe_instants(s: &FakeShared, config: &Breaker, t: u64, until: u64) -> Vec<u64> {
     for _ in 0..3 {
-        record(s, config, HashSlot(1), t, DOWN);
+        record(s, config, HashSlot(1), Instant::from_ms(t), DOWN);
     }
     let mut probes = Vec::new();
     for now in t..=until {
-        match gate(s, config, HashSlot(1), now, 100) {
+        match gate(s, config, HashSlot(1), Instant::from_ms(now), 100) {
             Gate::Probe => {
                 probes.push(now - t);
-                record(s, config, HashSlot(1), now, DOWN);
+                record(s, config, HashSlot(1), Instant::from_ms(now), DOWN);
             }
             Gate::Open => {}
             Gate::Call => panic!("closed at {now} with every probe failing"),
@@ -99,7 +99,7 @@ fn a_successful_probe_closes_it_and_the_next_opening_starts_again_at_one_second(
     assert_eq!(probe_instants(&s, &CFG, 0, 20_000), [1_000, 3_000, 7_000, 15_000]);
     // The next probe, at 31 000, finds the store back.
     assert_eq!(gate_at(&s, 1, 31_000), Gate::Probe);
-    record(&s, &CFG, HashSlot(1), 31_004, Health::Answered);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(31_004), Health::Answered);
     assert_eq!(gate_at(&s, 1, 31_005), Gate::Call);
     assert_eq!(probe_instants(&s, &CFG, 40_000, 48_000), [1_000, 3_000, 7_000], "the doubling starts over");
 }
@@ -109,18 +109,18 @@ fn a_successful_probe_closes_it_and_the_next_opening_starts_again_at_one_second(
 fn a_late_failure_of_a_call_sent_before_it_opened_does_not_stretch_the_wait() {
     let s = FakeShared::default();
     for t in 0..3 {
-        record(&s, &CFG, HashSlot(1), t, DOWN);
+        record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN);
     }
     // Calls in flight when it opened fail afterwards, with no probe out.
     for t in [20, 400, 999] {
-        record(&s, &CFG, HashSlot(1), t, DOWN);
+        record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN);
     }
     assert_eq!(gate_at(&s, 1, 1_001), Gate::Open);
     assert_eq!(gate_at(&s, 1, 1_002), Gate::Probe, "still 1 s after it opened");
-    record(&s, &CFG, HashSlot(1), 1_010, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1_010), DOWN);
     // The probe's failure doubles the wait once, and a second late failure
     // (no probe out any more) changes nothing.
-    record(&s, &CFG, HashSlot(1), 1_500, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1_500), DOWN);
     assert_eq!(gate_at(&s, 1, 3_009), Gate::Open);
     assert_eq!(gate_at(&s, 1, 3_010), Gate::Probe);
 }
@@ -130,10 +130,10 @@ fn a_late_failure_of_a_call_sent_before_it_opened_does_not_stretch_the_wait() {
 fn a_failed_probe_reopens_and_a_lost_probe_is_replaced() {
     let s = FakeShared::default();
     for t in 0..3 {
-        record(&s, &CFG, HashSlot(1), t, DOWN);
+        record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN);
     }
     assert_eq!(gate_at(&s, 1, 1_002), Gate::Probe);
-    record(&s, &CFG, HashSlot(1), 1_050, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1_050), DOWN);
     assert_eq!(gate_at(&s, 1, 3_049), Gate::Open);
     assert_eq!(gate_at(&s, 1, 3_050), Gate::Probe);
     // That probe never reports back: after its deadline another goes.
@@ -156,7 +156,7 @@ impl SharedData for Racing<'_> {
     }
     fn set(&self, key: &str, value: &[u8], cas: Option<u32>) -> bool {
         if let Some((slot, now)) = self.rival.take() {
-            self.rival_gate.set(Some(gate(self.shared, &CFG, HashSlot(slot), now, 100)));
+            self.rival_gate.set(Some(gate(self.shared, &CFG, HashSlot(slot), Instant::from_ms(now), 100)));
         }
         self.shared.set(key, value, cas)
     }
@@ -169,13 +169,13 @@ fn two_workers_racing_for_the_probe_claim_it_once() {
         let s = FakeShared::default();
         for t in 0..3 {
             match breaker_slot {
-                None => record(&s, &CFG, HashSlot(1), t, DOWN),
-                Some(slot) => record(&s, &CFG, HashSlot(slot), t, Health::KeyFailed),
+                None => record(&s, &CFG, HashSlot(1), Instant::from_ms(t), DOWN),
+                Some(slot) => record(&s, &CFG, HashSlot(slot), Instant::from_ms(t), Health::KeyFailed),
             }
         }
         let racing = Racing { shared: &s, rival: Some((slots.1, 1_002)).into(), rival_gate: None.into() };
         // Both read the half-open record; the rival writes its claim first.
-        let mine = gate(&racing, &CFG, HashSlot(slots.0), 1_002, 100);
+        let mine = gate(&racing, &CFG, HashSlot(slots.0), Instant::from_ms(1_002), 100);
         assert_eq!(racing.rival_gate.get(), Some(Gate::Probe), "{breaker_slot:?}: the rival won the claim");
         assert_eq!(mine, Gate::Open, "{breaker_slot:?}: the loser's write is refused and it reads the claim");
         // Until the probe reports or its deadline passes, nobody else probes.
@@ -188,11 +188,11 @@ fn two_workers_racing_for_the_probe_claim_it_once() {
 #[wasm_bindgen_test]
 fn an_answer_resets_the_count_of_consecutive_failures() {
     let s = FakeShared::default();
-    record(&s, &CFG, HashSlot(1), 0, DOWN);
-    record(&s, &CFG, HashSlot(1), 1, DOWN);
-    record(&s, &CFG, HashSlot(1), 2, Health::Answered);
-    record(&s, &CFG, HashSlot(1), 3, DOWN);
-    record(&s, &CFG, HashSlot(1), 4, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(0), DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1), DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(2), Health::Answered);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(3), DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(4), DOWN);
     assert_eq!(gate_at(&s, 1, 5), Gate::Call);
 }
 
@@ -202,14 +202,14 @@ fn a_failing_shard_opens_only_its_slot_while_other_slots_keep_calling() {
     let s = FakeShared::default();
     // Errors for slot 7, interleaved with answers for slot 9000.
     for t in 0..3 {
-        record(&s, &CFG, HashSlot(7), t * 10, Health::KeyFailed);
-        record(&s, &CFG, HashSlot(9000), t * 10 + 5, Health::Answered);
+        record(&s, &CFG, HashSlot(7), Instant::from_ms(t * 10), Health::KeyFailed);
+        record(&s, &CFG, HashSlot(9000), Instant::from_ms(t * 10 + 5), Health::Answered);
     }
     assert_eq!(gate_at(&s, 7, 30), Gate::Open);
     assert_eq!(gate_at(&s, 9000, 30), Gate::Call, "another shard is untouched");
     assert_eq!(gate_at(&s, 7, 1_019), Gate::Open);
     assert_eq!(gate_at(&s, 7, 1_020), Gate::Probe, "the slot probes 1 s after it opened");
-    record(&s, &CFG, HashSlot(7), 1_030, Health::Answered);
+    record(&s, &CFG, HashSlot(7), Instant::from_ms(1_030), Health::Answered);
     assert_eq!(gate_at(&s, 7, 1_031), Gate::Call);
 }
 
@@ -217,10 +217,10 @@ fn a_failing_shard_opens_only_its_slot_while_other_slots_keep_calling() {
 #[wasm_bindgen_test]
 fn key_failures_never_open_the_store_breaker() {
     let s = FakeShared::default();
-    record(&s, &CFG, HashSlot(1), 0, DOWN);
-    record(&s, &CFG, HashSlot(1), 1, DOWN);
-    record(&s, &CFG, HashSlot(1), 2, Health::KeyFailed); // the transport answered
-    record(&s, &CFG, HashSlot(2), 3, DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(0), DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(1), DOWN);
+    record(&s, &CFG, HashSlot(1), Instant::from_ms(2), Health::KeyFailed); // the transport answered
+    record(&s, &CFG, HashSlot(2), Instant::from_ms(3), DOWN);
     assert_eq!(gate_at(&s, 2, 4), Gate::Call);
 }
 
@@ -229,7 +229,7 @@ fn key_failures_never_open_the_store_breaker() {
 fn scattered_failures_long_apart_never_add_up() {
     let s = FakeShared::default();
     for t in [0, 40_000, 80_000] {
-        record(&s, &CFG, HashSlot(7), t, Health::KeyFailed);
+        record(&s, &CFG, HashSlot(7), Instant::from_ms(t), Health::KeyFailed);
     }
     assert_eq!(gate_at(&s, 7, 80_001), Gate::Call);
 }
@@ -247,7 +247,7 @@ fn failures_are_classified_by_what_they_say_about_the_store() {
 /// Hash slot `slot` failed inside Redis three times at `t`: its record opens.
 fn fail_three_times(s: &FakeShared, config: &Breaker, slot: u16, t: u64) {
     for _ in 0..3 {
-        record(s, config, HashSlot(slot), t, Health::KeyFailed);
+        record(s, config, HashSlot(slot), Instant::from_ms(t), Health::KeyFailed);
     }
 }
 
@@ -258,7 +258,7 @@ fn every_hash_slot_failing_keeps_the_slot_records_within_the_deny_caches_slots()
         let config = Breaker { slot_records: NonZeroU32::new(records).unwrap(), ..CFG };
         let s = FakeShared::default();
         for slot in 0..16384 {
-            record(&s, &config, HashSlot(slot), 10, Health::KeyFailed);
+            record(&s, &config, HashSlot(slot), Instant::from_ms(10), Health::KeyFailed);
         }
         // The store's record, and one per range: never one per hash slot
         // past `slot_records`.
@@ -285,8 +285,9 @@ fn a_dead_shard_opens_its_own_hash_slots_and_only_those_sharing_a_range_at_its_e
         for slot in dead.clone() {
             fail_three_times(&s, &config, slot, 10);
         }
-        let open: Vec<u16> =
-            (0..16384).filter(|&slot| gate(&s, &config, HashSlot(slot), 20, 100) == Gate::Open).collect();
+        let open: Vec<u16> = (0..16384)
+            .filter(|&slot| gate(&s, &config, HashSlot(slot), Instant::from_ms(20), 100) == Gate::Open)
+            .collect();
         assert!(dead.clone().all(|slot| open.contains(&slot)), "{records}: every hash slot of the dead shard is open");
         let others: Vec<u16> = open.into_iter().filter(|slot| !dead.contains(slot)).collect();
         assert_eq!(others, foreign, "{records} records: the other shards' hash slots it fails");

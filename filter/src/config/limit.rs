@@ -53,7 +53,7 @@ impl Limit {
 
 const LIMIT_FIELDS: &[&str] = &["algorithm", "limit", "window", "burst", "counts", "staggered", "max_hold"];
 
-/// How long a concurrency slot lives unrenewed when the config says
+/// How long a concurrency permit lives unrenewed when the config says
 /// nothing: a proxy that dies frees its clients' slots within this; a
 /// live one renews each slot every third of it.
 pub const DEFAULT_MAX_HOLD_MS: u64 = 60_000;

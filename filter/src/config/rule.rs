@@ -274,7 +274,7 @@ fn add_limit(rule: &Rule, lv: &Value, i: usize, o: &Obj<'_>, path: &str, salt: &
     {
         return Err(ConfigError::at(&lpath, "repeats the algorithm and window of an earlier limit of this rule"));
     }
-    // A rule's concurrency slots are one set per client (no window in its key).
+    // A rule's concurrency permits are one set per client (no window in its key).
     let concurrency = |l: &Limit| l.spec.algorithm == Algorithm::Concurrency;
     if concurrency(&limit) && rule.limits.iter().any(concurrency) {
         return Err(ConfigError::at(&lpath, "a rule has at most one concurrency limit"));

@@ -16,6 +16,7 @@ use crate::store::stats::StoreStats;
 use crate::store::transport::Wire;
 use crate::store::Transport;
 use crate::store::{webdis, StoreError};
+use crate::time::Instant;
 use crate::worker::{Host, ResponseSource};
 
 /// Metric ids defined at configure time; a host without metrics
@@ -126,15 +127,15 @@ static LAST_NOW_MS: AtomicU64 = AtomicU64::new(0);
 /// hostcall fails, the last time it told. Never 0 once it has told: every
 /// expiry and window compared with 0 would read an old entry (a cached
 /// denial, an ended lease) as in force.
-pub fn now_ms() -> u64 {
-    match abi::now_ns() {
+pub fn now() -> Instant {
+    Instant::from_ms(match abi::now_ns() {
         Some(ns) => {
             let ms = ns / 1_000_000;
             LAST_NOW_MS.store(ms, Ordering::Relaxed);
             ms
         }
         None => LAST_NOW_MS.load(Ordering::Relaxed),
-    }
+    })
 }
 
 impl SharedData for HostCalls<'_> {
@@ -185,8 +186,8 @@ impl Metrics for HostCalls<'_> {
 }
 
 impl Host for HostCalls<'_> {
-    fn now_ms(&self) -> u64 {
-        now_ms()
+    fn now(&self) -> Instant {
+        now()
     }
 
     fn random(&self) -> u64 {

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 
 use crate::id_map::IdMap;
 
-use super::host::{now_ms, HostCalls, MetricIds, StoreTarget};
+use super::host::{now, HostCalls, MetricIds, StoreTarget};
 use super::pause_guard::PauseGuard;
 use crate::config::Config;
 use crate::store::transport::Answer;
@@ -29,7 +29,7 @@ pub struct Plugin {
     pub metrics: MetricIds,
     /// Where its store is.
     pub target: StoreTarget,
-    /// The random state: Retry-After jitter, and concurrency slot ids
+    /// The random state: Retry-After jitter, and concurrency permit ids
     /// (unique across the fleet: seeded from the host's entropy).
     pub rng: Cell<u64>,
     /// The timer period last set.
@@ -53,7 +53,7 @@ impl Plugin {
         let guard = PauseGuard::new(&target.shared_scope);
         #[cfg(feature = "redis")]
         let redis = super::redis::RedisLink::new(&config.store);
-        let mut worker = Worker::new(config, now_ms());
+        let mut worker = Worker::new(config, now());
         if pinned {
             worker.pin_calls_to_streams();
         }
@@ -62,7 +62,7 @@ impl Plugin {
             root,
             metrics,
             target,
-            rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now_ms() ^ (u64::from(root) << 32)),
+            rng: Cell::new(super::abi::entropy().unwrap_or(0) ^ now().ms() ^ (u64::from(root) << 32)),
             tick_ms: Cell::new(0),
             guard,
             #[cfg(feature = "redis")]

@@ -12,6 +12,7 @@
 
 use super::heat::HOT_AFTER;
 use super::record::LeaseRecord;
+use crate::time::Instant;
 
 /// A lease's settings (the tightest of the rules it covers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,7 +67,8 @@ pub struct Granted {
 /// (`previous`, live or not) said remains; 0 for a client that is not hot
 /// (`heat`: its requests in the last `max_age` on this worker) and had no
 /// lease.
-pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_ms: u64) -> u64 {
+pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now: Instant) -> u64 {
+    let now_ms = now.ms();
     let since_last = match previous {
         Some(p) if p.granted > 0 => {
             let took = now_ms.saturating_sub(p.granted_at_ms).max(1);
@@ -82,7 +84,7 @@ pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_
     if paced == 0 {
         return 0;
     }
-    let share = previous.map_or(u64::MAX, |p| share(params, p, now_ms));
+    let share = previous.map_or(u64::MAX, |p| share(params, p, now));
     paced.min(params.max_units).min(share)
 }
 
@@ -94,7 +96,8 @@ pub fn ask(params: &LeaseParams, previous: Option<&LeaseRecord>, heat: u64, now_
 /// the client over its limit) would size every later ask at 0, in every
 /// later window: no lease ever again. Asking too much costs nothing: the
 /// store refuses all or nothing, and the refusal is the fresh view.
-fn share(params: &LeaseParams, previous: &LeaseRecord, now_ms: u64) -> u64 {
+fn share(params: &LeaseParams, previous: &LeaseRecord, now: Instant) -> u64 {
+    let now_ms = now.ms();
     if now_ms >= previous.granted_at_ms.saturating_add(params.max_age_ms) {
         return u64::MAX;
     }
@@ -115,7 +118,8 @@ fn share(params: &LeaseParams, previous: &LeaseRecord, now_ms: u64) -> u64 {
 /// full again without the lease: its reset less the refill of the leased
 /// units (rounded so the end is never late: at every instant before it,
 /// the store's tokens and the lease's together fit the capacity).
-pub fn expires_at(now_ms: u64, max_age_ms: u64, limits: &[Granted]) -> u64 {
+pub fn expires_at(now: Instant, max_age_ms: u64, limits: &[Granted]) -> u64 {
+    let now_ms = now.ms();
     let mut end = now_ms.saturating_add(max_age_ms);
     for g in limits {
         match g.span {
@@ -164,27 +168,29 @@ mod tests {
     #[test]
     #[wasm_bindgen_test]
     fn a_client_is_asked_a_lease_once_hot_and_then_at_its_pace() {
-        assert_eq!(ask(&PARAMS, None, HOT_AFTER - 1, NOW), 0, "not hot yet");
-        assert_eq!(ask(&PARAMS, None, HOT_AFTER, NOW), HOT_AFTER);
-        assert_eq!(ask(&PARAMS, None, 1_000, NOW), 100, "max_units");
+        assert_eq!(ask(&PARAMS, None, HOT_AFTER - 1, Instant::from_ms(NOW)), 0, "not hot yet");
+        assert_eq!(ask(&PARAMS, None, HOT_AFTER, Instant::from_ms(NOW)), HOT_AFTER);
+        assert_eq!(ask(&PARAMS, None, 1_000, Instant::from_ms(NOW)), 100, "max_units");
         // 20 requests spent in 250 ms: 80 in a max_age of 1 s.
         let fast = previous(20, NOW - 250, &[(10_000, 1)]);
-        assert_eq!(ask(&PARAMS, Some(&fast), 0, NOW), 80);
+        assert_eq!(ask(&PARAMS, Some(&fast), 0, Instant::from_ms(NOW)), 80);
         // 20 in 4 s (it expired unspent, or the client slowed): 5.
         let slow = previous(20, NOW - 4_000, &[(10_000, 1)]);
-        assert_eq!(ask(&PARAMS, Some(&slow), 0, NOW), 5);
+        assert_eq!(ask(&PARAMS, Some(&slow), 0, Instant::from_ms(NOW)), 5);
         // A lease of 4 a minute ago, and the client hot again: its pace now.
         let stale = previous(4, NOW - 60_000, &[(10_000, 1)]);
-        assert_eq!(ask(&PARAMS, Some(&stale), 0, NOW), 0);
-        assert_eq!(ask(&PARAMS, Some(&stale), 50, NOW), 50);
-        assert_eq!(ask(&PARAMS, Some(&fast), 50, NOW), 80, "the faster of the two");
+        assert_eq!(ask(&PARAMS, Some(&stale), 0, Instant::from_ms(NOW)), 0);
+        assert_eq!(ask(&PARAMS, Some(&stale), 50, Instant::from_ms(NOW)), 50);
+        assert_eq!(ask(&PARAMS, Some(&fast), 50, Instant::from_ms(NOW)), 80, "the faster of the two");
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn near_the_limit_leases_shrink_to_nothing() {
         // remaining / (2 x 3 proxies), per request units of the tightest limit.
-        let fast = |remaining: &[(u64, u64)]| ask(&PARAMS, Some(&previous(1_000, NOW - 100, remaining)), 0, NOW);
+        let fast = |remaining: &[(u64, u64)]| {
+            ask(&PARAMS, Some(&previous(1_000, NOW - 100, remaining)), 0, Instant::from_ms(NOW))
+        };
         assert_eq!(fast(&[(600, 1)]), 100);
         assert_eq!(fast(&[(300, 1)]), 50);
         assert_eq!(fast(&[(300, 1), (1_000, 10)]), 16, "100 requests left of the second limit");
@@ -197,17 +203,21 @@ mod tests {
     fn a_refusal_caps_asks_only_until_its_limits_reset_or_it_is_max_age_old() {
         // A refused ask 100 ms ago: 0 remaining until the window ends.
         let refused = |reset_at_ms| previous_until(0, NOW - 100, &[(0, 1)], reset_at_ms);
-        assert_eq!(ask(&PARAMS, Some(&refused(NOW + 500)), 50, NOW), 0, "the same window: nothing left");
-        assert_eq!(ask(&PARAMS, Some(&refused(NOW)), 50, NOW), 50, "the window after it");
+        assert_eq!(
+            ask(&PARAMS, Some(&refused(NOW + 500)), 50, Instant::from_ms(NOW)),
+            0,
+            "the same window: nothing left"
+        );
+        assert_eq!(ask(&PARAMS, Some(&refused(NOW)), 50, Instant::from_ms(NOW)), 50, "the window after it");
         // Its limits' resets far ahead, but the refusal is max_age old.
         let old = previous_until(0, NOW - 1_000, &[(0, 1)], NOW + 60_000);
-        assert_eq!(ask(&PARAMS, Some(&old), 50, NOW), 50);
+        assert_eq!(ask(&PARAMS, Some(&old), 50, Instant::from_ms(NOW)), 50);
         let young = previous_until(0, NOW - 999, &[(0, 1)], NOW + 60_000);
-        assert_eq!(ask(&PARAMS, Some(&young), 50, NOW), 0);
+        assert_eq!(ask(&PARAMS, Some(&young), 50, Instant::from_ms(NOW)), 0);
         // Of two limits, only the one still in its window caps.
         let mut two = previous_until(0, NOW - 100, &[(0, 1), (300, 1)], NOW + 500);
         two.limits[0].reset_at_ms = NOW;
-        assert_eq!(ask(&PARAMS, Some(&two), 80, NOW), 50);
+        assert_eq!(ask(&PARAMS, Some(&two), 80, Instant::from_ms(NOW)), 50);
     }
 
     fn window(span: Span) -> Granted {
@@ -219,20 +229,25 @@ mod tests {
     fn a_lease_ends_with_its_windows_or_its_age() {
         let start = NOW - NOW % 60_000;
         let minute = window(Span::Window { window_ms: 60_000, offset_ms: 0 });
-        assert_eq!(expires_at(start + 10_000, 5_000, &[minute]), start + 15_000, "age first");
-        assert_eq!(expires_at(start + 58_000, 5_000, &[minute]), start + 60_000, "the window ends first");
+        assert_eq!(expires_at(Instant::from_ms(start + 10_000), 5_000, &[minute]), start + 15_000, "age first");
+        assert_eq!(
+            expires_at(Instant::from_ms(start + 58_000), 5_000, &[minute]),
+            start + 60_000,
+            "the window ends first"
+        );
         // A bucket of 100 per 100 s, 30 s from full with the lease's 4 units: 26 s.
         let tokens = Granted { span: Span::Tokens { window_ms: 100_000, limit: 100 }, reset_ms: 30_000, units: 4 };
-        assert_eq!(expires_at(start + 58_000, 5_000, &[tokens]), start + 63_000, "tokens: age first");
+        assert_eq!(expires_at(Instant::from_ms(start + 58_000), 5_000, &[tokens]), start + 63_000, "tokens: age first");
         let shifted = window(Span::Window { window_ms: 60_000, offset_ms: 30_000 });
-        assert_eq!(expires_at(start + 28_000, 5_000, &[shifted, tokens]), start + 30_000);
+        assert_eq!(expires_at(Instant::from_ms(start + 28_000), 5_000, &[shifted, tokens]), start + 30_000);
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn a_token_lease_ends_before_the_bucket_would_be_full_without_it() {
         let bucket = Span::Tokens { window_ms: 100_000, limit: 100 };
-        let lease = |reset_ms, units| expires_at(NOW, 30_000, &[Granted { span: bucket, reset_ms, units }]);
+        let lease =
+            |reset_ms, units| expires_at(Instant::from_ms(NOW), 30_000, &[Granted { span: bucket, reset_ms, units }]);
         // Four requests and a lease of 4 from a full bucket: 8 tokens out,
         // full again in 8 s; without the lease's 4, in 4 s.
         assert_eq!(lease(8_000, 4), NOW + 4_000);
@@ -244,6 +259,6 @@ mod tests {
         // 3 per second (333.33 ms a unit), a lease of 1 with 1,000 ms to
         // full: 666.67 ms without it, so the last instant it admits is 666.
         let gcra = Granted { span: Span::Tokens { window_ms: 1_000, limit: 3 }, reset_ms: 1_000, units: 1 };
-        assert_eq!(expires_at(NOW, 30_000, &[gcra]), NOW + 666);
+        assert_eq!(expires_at(Instant::from_ms(NOW), 30_000, &[gcra]), NOW + 666);
     }
 }

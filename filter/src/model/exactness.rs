@@ -8,6 +8,7 @@ use crate::algorithm::Algorithm;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitCall, Op, TOP};
 use crate::store::script_call::ScriptCall;
+use crate::time::Instant;
 
 /// xorshift64*: a seeded, dependency-free PRNG for reproducible cases.
 pub(super) struct Rng(pub u64);
@@ -88,7 +89,7 @@ fn retry_after_is_exact_and_replies_are_bounded_for_every_algorithm_and_op() {
             let op = rng.op(&spec);
             let (d, next) = state.decide(&spec, now, op, offset);
             let limits = [LimitCall { rule: "r", spec, op, offset_ms: Some(offset) }];
-            let call = ScriptCall::new("t", now, &[DecisionCall { identity: "c", limits: &limits }]);
+            let call = ScriptCall::new("t", Instant::from_ms(now), &[DecisionCall { identity: "c", limits: &limits }]);
             assert_eq!(call.decode(&wire(&d).to_vec().into()), Ok(vec![Ok(vec![d])]), "{spec:?} {op:?}: out of bounds");
             if writes(op, &d) {
                 state = next;

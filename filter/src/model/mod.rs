@@ -24,7 +24,7 @@ use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 
 pub use sliding_log::LogState;
-pub use slots::SlotsState;
+pub use slots::PermitsState;
 pub use tat::TatState;
 pub use windows::WindowCounts;
 
@@ -38,7 +38,7 @@ pub enum LimitState {
     /// sliding_log.
     Log(LogState),
     /// concurrency.
-    Slots(SlotsState),
+    Permits(PermitsState),
 }
 
 impl LimitState {
@@ -48,7 +48,7 @@ impl LimitState {
             Algorithm::SlidingWindow | Algorithm::FixedWindow => LimitState::Windows(WindowCounts::default()),
             Algorithm::TokenBucket | Algorithm::Gcra => LimitState::Tat(TatState::default()),
             Algorithm::SlidingLog => LimitState::Log(LogState::default()),
-            Algorithm::Concurrency => LimitState::Slots(SlotsState::default()),
+            Algorithm::Concurrency => LimitState::Permits(PermitsState::default()),
         }
     }
 
@@ -73,9 +73,9 @@ impl LimitState {
                 let (d, next) = l.decide(spec, now, op);
                 (d, LimitState::Log(next))
             }
-            LimitState::Slots(s) => {
+            LimitState::Permits(s) => {
                 let (d, next) = s.decide(spec, now, op);
-                (d, LimitState::Slots(next))
+                (d, LimitState::Permits(next))
             }
         }
     }

@@ -5,21 +5,21 @@ use std::collections::BTreeMap;
 
 use crate::algorithm::CC_RETRY_MS;
 use crate::outcome::LimitOutcome;
-use crate::spec::{LimitSpec, Op, SlotId};
+use crate::spec::{LimitSpec, Op, PermitId};
 
 /// Slots by id, each with its expiry (ms, the store's clock).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SlotsState(BTreeMap<SlotId, u64>);
+pub struct PermitsState(BTreeMap<PermitId, u64>);
 
-impl SlotsState {
+impl PermitsState {
     /// Slots held at `now`.
     pub fn held(&self, now: u64) -> u64 {
         self.0.values().filter(|&&until| until > now).count() as u64
     }
 
     /// Decides `op` at `now`: the outcome, and the slots after it.
-    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, SlotsState) {
-        let mut next = SlotsState(self.0.iter().filter(|(_, &until)| until > now).map(|(&k, &v)| (k, v)).collect());
+    pub fn decide(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, PermitsState) {
+        let mut next = PermitsState(self.0.iter().filter(|(_, &until)| until > now).map(|(&k, &v)| (k, v)).collect());
         let count = next.0.len() as u64;
         // A take's streams held outside the store count in what remains.
         let mut outside = 0;

@@ -96,6 +96,7 @@ impl TatState {
 mod tests {
     use super::*;
     use crate::algorithm::Algorithm;
+    use crate::time::Instant;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]
@@ -138,7 +139,9 @@ mod tests {
             let (d, next) = b.decide(&spec, at, Op::Reserve(units));
             (crate::spec::Mark::of(&spec, &d).map(|(_, m)| m), next)
         };
-        let refund = |b: &TatState, at, amount, mark| b.decide(&spec, at, Op::Refund { amount, at_ms: 0, mark }).1;
+        let refund = |b: &TatState, at, amount, mark| {
+            b.decide(&spec, at, Op::Refund { amount, at: Instant::from_ms(0), mark }).1
+        };
         let missing = |b: &TatState, at| 10_000 - b.decide(&spec, at, Op::Check(1)).0.remaining;
         let (mark, b) = reserve(&TatState::default(), 0, 9_050);
         assert_eq!(mark, Some(crate::spec::Mark { born_ms: 0, count: 9_050 }));
@@ -165,7 +168,7 @@ mod tests {
             b = next;
         }
         for mark in marks.into_iter().rev() {
-            b = b.decide(&spec, 200, Op::Refund { amount: 17_000, at_ms: 0, mark }).1;
+            b = b.decide(&spec, 200, Op::Refund { amount: 17_000, at: Instant::from_ms(0), mark }).1;
         }
         // 12,000 used, 200 refilled.
         assert_eq!(b.decide(&spec, 200, Op::Check(1)).0.remaining, 88_200);

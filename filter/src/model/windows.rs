@@ -38,8 +38,8 @@ impl WindowCounts {
 
     /// fixed_window at `now`, its windows shifted by `offset` ms.
     pub fn fixed(&self, spec: &LimitSpec, now: u64, op: Op, offset: u64) -> (LimitOutcome, WindowCounts) {
-        if let Op::Refund { amount, at_ms, .. } = op {
-            return self.refund(spec, at_ms, amount, offset);
+        if let Op::Refund { amount, at, .. } = op {
+            return self.refund(spec, at.ms(), amount, offset);
         }
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let shifted = i128::from(now) + i128::from(offset);
@@ -66,8 +66,8 @@ impl WindowCounts {
 
     /// sliding_window at `now`.
     pub fn sliding(&self, spec: &LimitSpec, now: u64, op: Op) -> (LimitOutcome, WindowCounts) {
-        if let Op::Refund { amount, at_ms, .. } = op {
-            return self.refund(spec, at_ms, amount, 0);
+        if let Op::Refund { amount, at, .. } = op {
+            return self.refund(spec, at.ms(), amount, 0);
         }
         let (limit, window) = (i128::from(spec.limit), i128::from(spec.window_ms.max(1)));
         let index = now / spec.window_ms.max(1);

@@ -3,17 +3,19 @@
 //! from a live lease in the proxy (a draw from the proxy's table), with
 //! the fields it would have had from the store.
 
-use super::{plan_limits, Env, PlannedLimit, Verdict};
+use super::plan::plan_limits;
+use super::{Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
 use crate::fingerprint::{combine, combine_more, entry_fingerprint, IdentityDigest};
-use crate::lease::{LeaseParams, LeaseTable, LeasedRequest, Span, Spend};
-use crate::metrics::Metrics;
+use crate::lease::{LeaseParams, LeaseRecord, LeasedRequest, Span};
+use crate::metrics::{Event, Metrics};
 use crate::outcome::LimitOutcome;
 use crate::ratelimit_fields::PartitionKey;
 use crate::response::{PolicyRef, Shown};
 use crate::shared::SharedData;
 use crate::spec::Op;
+use crate::time::Instant;
 
 /// A decision whose rules take leases: what identifies its lease, and what
 /// one is asked and kept with. Built for every request of a leased rule,
@@ -68,7 +70,7 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
         params.max_units = params.max_units.min(lease.max_units);
         params.max_age_ms = params.max_age_ms.min(lease.max_age_ms);
         params.fleet_size = params.fleet_size.max(rule.fleet_size.get());
-        // Leased rules have no concurrency limit: no slot id is drawn.
+        // Leased rules have no concurrency limit: no permit id is drawn.
         plan_limits(&mut limits, r, rule, rule.cost.max_at_request(), identity, 0);
     }
     if limits.is_empty() {
@@ -84,22 +86,26 @@ pub(super) fn candidate_for(config: &Config, rules: &[usize], identity: &Identit
     Some(LeaseCandidate { fingerprint, params, limits })
 }
 
-/// Admits a request of the client of `c` from its lease at `now_ms`, if
-/// this proxy holds a live one, by a draw from the table. `admit` is given
-/// the request as the lease shows it.
-pub(super) fn spend<S, M, R>(
+/// The verdicts of `rules` for a request the worker drew from `lease` at
+/// `now_ms` (counted: allowed, by a lease).
+pub(super) fn drawn<S, M>(
     env: &Env<'_, S, M>,
+    rules: &[usize],
     c: &LeaseCandidate,
-    now_ms: u64,
-    admit: impl FnOnce(LeasedRequest<'_>) -> R,
-) -> Option<R>
+    lease: &LeaseRecord,
+    partition: Option<PartitionKey>,
+    now: Instant,
+) -> Vec<(usize, Verdict)>
 where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
 {
-    let table = LeaseTable::new(env.shared, env.config.deny_cache.slots);
-    let Spend::Drawn(lease) = table.draw(c.fingerprint, now_ms) else { return None };
-    Some(admit(LeasedRequest { requests_left: lease.requests_left, limits: &lease.limits }))
+    for &r in rules {
+        env.metrics.count(r, Event::Allowed);
+        env.metrics.count(r, Event::LeaseAllowed);
+    }
+    let held = LeasedRequest { requests_left: lease.requests_left, limits: &lease.limits };
+    admitted(env.config, rules, &c.limits, held, partition, now)
 }
 
 /// The verdicts of `rules` for a request admitted from `lease` at
@@ -107,14 +113,15 @@ where
 /// the lease at its grant plus what the lease still holds (never more than
 /// the store could have granted then; capped at the limit's capacity),
 /// `reset` as exact as the store's.
-pub(super) fn admitted(
+fn admitted(
     config: &Config,
     rules: &[usize],
     limits: &[PlannedLimit],
     lease: LeasedRequest<'_>,
     partition: Option<PartitionKey>,
-    now_ms: u64,
+    now: Instant,
 ) -> Vec<(usize, Verdict)> {
+    let now_ms = now.ms();
     let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
     for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };

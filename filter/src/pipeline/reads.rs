@@ -11,6 +11,7 @@ use crate::ratelimit_fields::PartitionKey;
 use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::response::Shown;
 use crate::shared::SharedData;
+use crate::time::Instant;
 
 /// The offset of a staggered fixed window for one client: stable, spread
 /// uniformly over the window by the identity's digest.
@@ -56,17 +57,17 @@ pub(super) fn cached_denial<S: SharedData + ?Sized>(
     rule: &Rule,
     identity: &IdentityDigest,
     partition: Option<PartitionKey>,
-    now_ms: u64,
+    now: Instant,
 ) -> Option<Shown> {
     rule.limits.iter().enumerate().find_map(|(i, l)| {
-        let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now_ms)?;
+        let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now)?;
         Some(Shown {
             limit: l.spec.limit,
             outcome: LimitOutcome {
                 allowed: false,
                 remaining: e.remaining,
-                reset_ms: e.reset_at_ms.saturating_sub(now_ms),
-                retry_after_ms: Some(e.deny_until_ms - now_ms),
+                reset_ms: e.reset_at.since(now),
+                retry_after_ms: Some(e.deny_until.since(now)),
             },
             policy: Some(PolicyRef { rule: r, limit: i, partition }),
         })

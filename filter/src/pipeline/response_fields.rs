@@ -5,12 +5,13 @@ use super::Verdict;
 use crate::config::{Config, Cost, Counts};
 use crate::ratelimit_fields::{policy_field, state_field, Policy, QuotaUnit};
 use crate::response::{most_restrictive, rate_limit_headers, shadow_headers, Headers, PolicyRef, Shown};
+use crate::time::Instant;
 
 /// The fields of a response let through: the most restrictive limit of
 /// the enforced rules (in the style of its rule), and, for shadow rules
 /// that ask for it, what the client would have seen, as
 /// `X-RateLimit-Shadow-*`.
-pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], now: u64) -> Headers {
+pub(super) fn response_headers(config: &Config, verdicts: &[(usize, Verdict)], now: Instant) -> Headers {
     let shadowed = || -> Vec<Shown> {
         verdicts
             .iter()

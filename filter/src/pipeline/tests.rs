@@ -35,7 +35,17 @@ impl World {
     }
 
     fn env(&self) -> Env<'_, FakeShared, FakeMetrics> {
-        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None }
+        Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0 }
+    }
+
+    /// A decided request's outcome, its effects applied as the worker
+    /// applies them (denials remembered in the deny cache).
+    fn applied(&self, d: Decided) -> Outcome {
+        let cache = crate::deny_cache::DenyCache::new(&self.shared, self.config.deny_cache.slots);
+        for (fingerprint, entry) in d.effects.denials {
+            cache.remember(fingerprint, entry);
+        }
+        d.outcome
     }
 
     /// Grants this proxy a lease of rule 0's limit (one, 1 unit a request)
@@ -56,29 +66,75 @@ impl World {
                 per_request: 1,
             }],
         };
-        crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, NOW);
+        crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, Instant::from_ms(NOW));
     }
 
-    fn begin(&self, req: &FakeRequest) -> Start {
-        begin(&self.env(), req, || NOW)
+    fn begin(&self, req: &FakeRequest) -> Began {
+        self.begin_at(req, NOW)
+    }
+
+    /// `begin` at `now`, every client hot (each reads the lease table).
+    fn begin_at(&self, req: &FakeRequest, now: u64) -> Began {
+        let mut claims = TestClaims { shared: &self.shared, config: &self.config };
+        match begin(&self.env(), req, || Instant::from_ms(now), &mut claims) {
+            Start::Done(d) => Began::Done(self.applied(d)),
+            Start::Wait(p) => Began::Wait(p),
+        }
+    }
+
+    /// A decision's reply, the request's outcome once all are in.
+    fn reply(&self, p: &mut Pending, i: usize, r: Result<Vec<LimitOutcome>, StoreError>) -> Option<Outcome> {
+        p.on_reply(&self.env(), i, r).map(|d| self.applied(d))
     }
 
     /// Runs a request to its outcome, answering decision `i` with
     /// `replies[i]` and recording each in the breakers as the worker does.
     fn run(&self, req: &FakeRequest, replies: &[Result<Vec<LimitOutcome>, StoreError>]) -> Outcome {
         match self.begin(req) {
-            Start::Done(o) => o,
-            Start::Wait(mut p) => {
+            Began::Done(o) => o,
+            Began::Wait(mut p) => {
                 assert_eq!(p.decisions.len(), replies.len(), "decisions made");
                 let mut out = None;
                 for (i, r) in replies.iter().enumerate() {
                     let health = crate::breaker::Health::of(r);
-                    crate::breaker::record(&self.shared, &self.config.store.breaker, p.decisions[i].slot, NOW, health);
-                    out = p.on_reply(&self.env(), i, r.clone());
+                    crate::breaker::record(
+                        &self.shared,
+                        &self.config.store.breaker,
+                        p.decisions[i].slot,
+                        Instant::from_ms(NOW),
+                        health,
+                    );
+                    out = self.reply(&mut p, i, r.clone());
                 }
                 out.expect("every decision answered")
             }
         }
+    }
+}
+
+/// `Start`, with a decided request's effects applied.
+enum Began {
+    Done(Outcome),
+    Wait(Pending),
+}
+
+/// The claims of a worker on which every client is hot.
+struct TestClaims<'a> {
+    shared: &'a FakeShared,
+    config: &'a Config,
+}
+
+impl Claims for TestClaims<'_> {
+    fn draw(&mut self, lease: &LeaseCandidate, now: Instant) -> Option<crate::lease::LeaseRecord> {
+        match crate::lease::LeaseTable::new(self.shared, self.config.deny_cache.slots).draw(lease.fingerprint, now) {
+            crate::lease::Spend::Drawn(record) => Some(record),
+            _ => None,
+        }
+    }
+
+    fn gate(&mut self, slot: HashSlot, now: Instant) -> crate::breaker::Gate {
+        let probe_ms = self.config.store.timeout.ms().saturating_mul(2).saturating_add(1000);
+        crate::breaker::gate(self.shared, &self.config.store.breaker, slot, now, probe_ms)
     }
 }
 
@@ -107,7 +163,7 @@ fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {
 fn a_request_no_rule_matches_passes_untouched() {
     let w = World::new(CONFIG);
     assert!(
-        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Start::Done(Outcome::Continue(h, _, _)) if h.is_empty())
+        matches!(w.begin(&FakeRequest::new("GET", "/static/a.css")), Began::Done(Outcome::Continue(h, _, _)) if h.is_empty())
     );
 }
 
@@ -115,7 +171,7 @@ fn a_request_no_rule_matches_passes_untouched() {
 #[wasm_bindgen_test]
 fn one_call_per_identity_covering_every_limit_of_its_rules() {
     let w = World::new(CONFIG);
-    let Start::Wait(p) = w.begin(&api("k1")) else { panic!("expected decisions") };
+    let Began::Wait(p) = w.begin(&api("k1")) else { panic!("expected decisions") };
     assert_eq!(p.decisions.len(), 2, "client_ip rules in one decision, x-api-key rules in another");
     assert_eq!((p.decisions[0].rules.as_slice(), p.decisions[0].identity.as_str()), (&[2][..], "10.0.0.1"));
     // A header may carry a credential: the store sees its digest only.
@@ -164,13 +220,13 @@ fn a_denial_answers_429_and_the_next_request_comes_from_the_deny_cache() {
     assert_eq!(w.metrics.get(3, Event::Allowed), 0, "a rule of a denied call spent nothing: not counted as allowed");
 
     // Same client: no store call at all.
-    let Start::Done(Outcome::Reply(r)) = w.begin(&api("k1")) else { panic!("expected a cached 429") };
+    let Began::Done(Outcome::Reply(r)) = w.begin(&api("k1")) else { panic!("expected a cached 429") };
     assert_eq!(r.status, 429);
     assert_eq!(w.metrics.get(1, Event::DenyCacheHit), 1);
     // Another client is not affected.
-    assert!(matches!(w.begin(&api("k2")), Start::Wait(_)));
+    assert!(matches!(w.begin(&api("k2")), Began::Wait(_)));
     // At the retry instant the cache lets the store decide again.
-    assert!(matches!(begin(&w.env(), &api("k1"), || NOW + 2_500), Start::Wait(_)));
+    assert!(matches!(w.begin_at(&api("k1"), NOW + 2_500), Began::Wait(_)));
 }
 
 #[test]
@@ -180,7 +236,7 @@ fn a_changed_limit_ignores_denials_cached_under_the_old_one() {
     w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![deny(0, 30_000, 20_000), allow(9, 1), allow(9, 1)])]);
     let raised =
         World { config: Config::parse(CONFIG.replace("\"limit\":10,", "\"limit\":20,").as_bytes()).unwrap(), ..w };
-    assert!(matches!(raised.begin(&api("k1")), Start::Wait(_)), "the raised limit is asked, not the stale denial");
+    assert!(matches!(raised.begin(&api("k1")), Began::Wait(_)), "the raised limit is asked, not the stale denial");
 }
 
 #[test]
@@ -231,14 +287,14 @@ fn three_failures_open_the_breaker_and_requests_stop_calling_the_store() {
     for _ in 0..3 {
         w.run(&FakeRequest::new("POST", "/login"), &[Err(StoreError::Status(503))]);
     }
-    let Start::Done(Outcome::Reply(r)) = w.begin(&FakeRequest::new("POST", "/login")) else {
+    let Began::Done(Outcome::Reply(r)) = w.begin(&FakeRequest::new("POST", "/login")) else {
         panic!("no call while open")
     };
     assert_eq!(r.status, 503);
     assert_eq!(w.metrics.get(0, Event::StoreError), 3, "no call, no new store error");
     assert_eq!(w.metrics.get(0, Event::FailClosed), 4);
     // 30 s later one probe goes through.
-    assert!(matches!(begin(&w.env(), &FakeRequest::new("POST", "/login"), || NOW + 30_000), Start::Wait(_)));
+    assert!(matches!(w.begin_at(&FakeRequest::new("POST", "/login"), NOW + 30_000), Began::Wait(_)));
 }
 
 #[test]
@@ -249,7 +305,7 @@ fn shadow_rules_count_would_be_denials_and_never_reject() {
     assert_eq!(out, Outcome::Continue(vec![], vec![], vec![]), "a shadow rule shows nothing unless asked");
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 1);
     // The cached would-be denial is counted again without a call.
-    assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Start::Done(Outcome::Continue(..))));
+    assert!(matches!(w.begin(&FakeRequest::new("GET", "/watch")), Began::Done(Outcome::Continue(..))));
     assert_eq!(w.metrics.get(4, Event::ShadowDenied), 2);
     assert_eq!(w.metrics.get(4, Event::DenyCacheHit), 1);
 }
@@ -270,7 +326,7 @@ fn headers_can_be_turned_off_but_retry_after_stays() {
 #[wasm_bindgen_test]
 fn a_rule_whose_key_part_is_absent_does_not_apply() {
     let w = World::new(CONFIG);
-    let Start::Wait(p) = w.begin(&FakeRequest::new("GET", "/api/items")) else { panic!() };
+    let Began::Wait(p) = w.begin(&FakeRequest::new("GET", "/api/items")) else { panic!() };
     assert_eq!(p.decisions.len(), 1, "only the client_ip rule applies without an x-api-key");
     assert_eq!(p.decisions[0].rules, [2]);
 }
@@ -279,10 +335,10 @@ fn a_rule_whose_key_part_is_absent_does_not_apply() {
 #[wasm_bindgen_test]
 fn a_late_or_repeated_reply_is_ignored() {
     let w = World::new(CONFIG);
-    let Start::Wait(mut p) = w.begin(&FakeRequest::new("POST", "/login")) else { panic!() };
-    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)])).is_some());
-    assert!(p.on_reply(&w.env(), 0, Ok(vec![allow(4, 1)])).is_none());
-    assert!(p.on_reply(&w.env(), 7, Ok(vec![])).is_none());
+    let Began::Wait(mut p) = w.begin(&FakeRequest::new("POST", "/login")) else { panic!() };
+    assert!(w.reply(&mut p, 0, Ok(vec![allow(4, 1)])).is_some());
+    assert!(w.reply(&mut p, 0, Ok(vec![allow(4, 1)])).is_none());
+    assert!(w.reply(&mut p, 7, Ok(vec![])).is_none());
 }
 
 #[test]
@@ -306,7 +362,7 @@ fn a_reply_that_does_not_cover_its_decisions_limits_is_a_store_error() {
 fn a_request_whose_headers_cannot_be_read_meets_every_enforced_rules_failure_policy() {
     let w = World::new(CONFIG);
     let req = FakeRequest { unreadable: true, ..FakeRequest::new("GET", "/anything") };
-    let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("decided at once") };
+    let Began::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("decided at once") };
     assert_eq!(r.status, 503, "login fails closed");
     for r in 0..4 {
         assert_eq!(w.metrics.get(r, Event::BadRequest), 1, "rule {r}");
@@ -316,7 +372,7 @@ fn a_request_whose_headers_cannot_be_read_meets_every_enforced_rules_failure_pol
     // requests, and a cost known after the response is still owed.
     let w = World::new(COSTS);
     let req = FakeRequest { unreadable: true, ..FakeRequest::new("POST", "/v1/chat") };
-    let Start::Done(Outcome::Continue(_, charges, _)) = w.begin(&req) else { panic!("admitted") };
+    let Began::Done(Outcome::Continue(_, charges, _)) = w.begin(&req) else { panic!("admitted") };
     assert_eq!(w.metrics.get(0, Event::FallbackAllowed), 1);
     assert_eq!(charges.len(), 1);
     assert_eq!(charges[0].identity, crate::identity::digest("~Unreadable"));
@@ -333,10 +389,10 @@ fn a_failing_shard_sends_only_its_clients_to_the_failure_policy() {
     for _ in 0..3 {
         w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), shard_down()]);
     }
-    let Start::Wait(p) = w.begin(&api("k1")) else { panic!("the client_ip call still goes") };
+    let Began::Wait(p) = w.begin(&api("k1")) else { panic!("the client_ip call still goes") };
     assert!(p.decisions[0].is_waiting());
     assert!(!p.decisions[1].is_waiting(), "k1's slot breaker is open: no call");
-    let Start::Wait(p) = w.begin(&api("k2")) else { panic!() };
+    let Began::Wait(p) = w.begin(&api("k2")) else { panic!() };
     assert!(p.decisions.iter().all(PlannedDecision::is_waiting), "k2's shard is untouched");
 }
 
@@ -348,7 +404,7 @@ fn a_key_header_with_two_different_values_is_refused_with_400() {
         api("fresh").with("x-api-key", "spent"),
         FakeRequest::new("GET", "/api/items").with("x-api-key", "fresh, spent"),
     ] {
-        let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("expected a 400") };
+        let Began::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("expected a 400") };
         assert_eq!(r.status, 400);
         assert_eq!(
             r.body,
@@ -356,7 +412,7 @@ fn a_key_header_with_two_different_values_is_refused_with_400() {
         );
     }
     assert_eq!(w.metrics.get(1, Event::BadRequest), 2);
-    assert!(matches!(w.begin(&api("k1").with("x-api-key", "k1")), Start::Wait(_)), "the same key twice is one key");
+    assert!(matches!(w.begin(&api("k1").with("x-api-key", "k1")), Began::Wait(_)), "the same key twice is one key");
 }
 
 const COSTS: &str = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
@@ -371,7 +427,7 @@ const COSTS: &str = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
 fn a_cost_known_after_the_response_is_checked_at_request_time_and_charged_after() {
     let w = World::new(COSTS);
     let req = FakeRequest::new("POST", "/v1/chat").with("x-api-key", "k");
-    let Start::Wait(p) = w.begin(&req) else { panic!() };
+    let Began::Wait(p) = w.begin(&req) else { panic!() };
     let ops: Vec<Op> = p.decisions[0].limits.iter().map(|l| l.op).collect();
     assert_eq!(ops, [Op::Use(1), Op::Check(5)], "requests consumed now, tokens checked against the reserve");
     let out = w.run(&req, &[Ok(vec![allow(59, 1000), allow(995, 18_000)])]);
@@ -397,12 +453,12 @@ fn a_request_cost_header_is_read_strictly() {
             None => req,
         })
     };
-    let Start::Wait(p) = batch(Some("7")) else { panic!() };
+    let Began::Wait(p) = batch(Some("7")) else { panic!() };
     assert_eq!(p.decisions[0].limits[0].op, Op::Use(7));
-    let Start::Wait(p) = batch(None) else { panic!() };
+    let Began::Wait(p) = batch(None) else { panic!() };
     assert_eq!(p.decisions[0].limits[0].op, Op::Use(1), "absent: the default");
     for bad in ["0", "51", "-1", "1.5", "x", "", "7, 8", "99999999999999999999"] {
-        let Start::Done(Outcome::Reply(r)) = batch(Some(bad)) else { panic!("{bad:?} accepted") };
+        let Began::Done(Outcome::Reply(r)) = batch(Some(bad)) else { panic!("{bad:?} accepted") };
         assert_eq!(r.status, 400, "{bad:?}");
         assert_eq!(
             r.body,
@@ -417,7 +473,7 @@ fn staggered_windows_have_a_stable_offset_per_client_spread_over_the_window() {
     let w = World::new(COSTS);
     let offset = |key: &str| {
         let req = FakeRequest::new("POST", "/batch").with("x-api-key", key);
-        let Start::Wait(p) = w.begin(&req) else { panic!() };
+        let Began::Wait(p) = w.begin(&req) else { panic!() };
         p.decisions[0].limits[0].offset_ms.unwrap()
     };
     assert_eq!(offset("a"), offset("a"));
@@ -475,11 +531,14 @@ fn retry_after_jitter_is_never_earlier_than_the_exact_wait() {
     let w = World::new(&CONFIG.replace(r#""store""#, r#""retry_after_jitter":0.5,"store""#));
     let req = FakeRequest::new("POST", "/login");
     let mut pending = match w.begin(&req) {
-        Start::Wait(p) => p,
+        Began::Wait(p) => p,
         _ => panic!(),
     };
     let env = Env { random: u64::MAX, ..w.env() };
-    let Some(Outcome::Reply(r)) = pending.on_reply(&env, 0, Ok(vec![deny(0, 10_000, 10_000)])) else { panic!() };
+    let Some(Decided { outcome: Outcome::Reply(r), .. }) = pending.on_reply(&env, 0, Ok(vec![deny(0, 10_000, 10_000)]))
+    else {
+        panic!()
+    };
     assert_eq!(r.headers.iter().find(|(n, _)| *n == "retry-after").map(|(_, v)| v.as_str()), Some("15"));
     assert_eq!(
         r.headers.iter().find(|(n, _)| *n == "x-ratelimit-reset").map(|(_, v)| v.as_str()),
@@ -499,17 +558,17 @@ fn a_live_lease_admits_even_past_a_denial_cached_since_and_without_one_the_cache
     // The store had nothing left outside the lease: the denial is cached.
     let out = w.run(&req, &[Ok(vec![deny(0, 20_000, 20_000)])]);
     assert!(matches!(out, Outcome::Reply(ref r) if r.status == 429));
-    let Start::Done(Outcome::Reply(_)) = w.begin(&req) else { panic!("the deny cache answers") };
+    let Began::Done(Outcome::Reply(_)) = w.begin(&req) else { panic!("the deny cache answers") };
     // This proxy holds a lease of that client: its units are paid for.
     w.grant_lease("k", 2, 0);
     for remaining in ["1", "0"] {
-        let Start::Done(out) = w.begin(&req) else { panic!("decided in the proxy") };
+        let Began::Done(out) = w.begin(&req) else { panic!("decided in the proxy") };
         assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
         assert_eq!(header(&out, "x-ratelimit-remaining"), Some(remaining));
         assert!(header(&out, "x-ratelimit-reset").is_some());
     }
     assert_eq!(w.metrics.get(0, Event::LeaseAllowed), 2);
-    let Start::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("spent: the cache again") };
+    let Began::Done(Outcome::Reply(r)) = w.begin(&req) else { panic!("spent: the cache again") };
     assert_eq!(r.status, 429);
 }
 
@@ -522,12 +581,12 @@ fn a_lease_admits_exactly_what_it_holds_one_table_draw_a_request() {
     let w = World::new(config);
     let req = FakeRequest::new("GET", "/").with("x-api-key", "k");
     w.grant_lease("k", 40, 900);
-    let admit = || match begin(&w.env(), &req, || NOW) {
-        Start::Done(out) => {
+    let admit = || match w.begin(&req) {
+        Began::Done(out) => {
             assert!(matches!(out, Outcome::Continue(..)), "{out:?}");
             Some(header(&out, "x-ratelimit-remaining").unwrap_or_default().to_string())
         }
-        Start::Wait(_) => None,
+        Began::Wait(_) => None,
     };
     let reads = w.shared.reads();
     let shown: Vec<String> = (0..40).map(|_| admit().expect("from the lease")).collect();

@@ -6,20 +6,22 @@
 //! the fallback bucket, closed: 503), all such requests sharing one
 //! identity; each is counted as a bad request.
 
-use super::{plan_limits, Env, Outcome, Pending, PlannedDecision};
+use super::plan::plan_limits;
+use super::{Decided, Env, Pending, PlannedDecision};
 use crate::fingerprint::IdentityDigest;
 use crate::identity::digest;
 use crate::keys::cluster_slot;
 use crate::metrics::{Event, Metrics};
 use crate::shared::SharedData;
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// The escaped identity every unreadable request shares (`~U` is no
 /// escaped text, so no client's identity is this).
 const UNREADABLE: &str = "~Unreadable";
 
 /// The outcome of an unreadable request at `now_ms`.
-pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now_ms: u64) -> Outcome
+pub(super) fn outcome<S, M>(env: &Env<'_, S, M>, now: Instant) -> Decided
 where
     S: SharedData + ?Sized,
     M: Metrics + ?Sized,
@@ -45,11 +47,10 @@ where
             partition: None,
             lease: None,
             result: Some(Err(StoreError::RequestUnreadable)),
-            clock_ms: None,
+            clock: None,
             prices: Vec::new(),
             marks: Vec::new(),
         });
     }
-    let known = Vec::new();
-    Pending { now_ms, decisions, known, stranded: Vec::new(), stranded_reservations: Vec::new() }.finish(env)
+    Pending::new(now, decisions, Vec::new()).finish(env)
 }

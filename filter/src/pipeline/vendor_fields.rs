@@ -5,9 +5,11 @@
 
 use crate::config::{Config, Cost, Counts, Vendor};
 use crate::response::{most_restrictive, Headers, Shown};
+use crate::time::Instant;
 
 /// The fields of `vendor` for the outcomes `shown` at `now_ms`.
-pub(super) fn vendor_fields(config: &Config, vendor: Vendor, shown: &[Shown], now_ms: u64) -> Headers {
+pub(super) fn vendor_fields(config: &Config, vendor: Vendor, shown: &[Shown], now: Instant) -> Headers {
+    let now_ms = now.ms();
     let mut headers = Headers::new();
     for tokens in [false, true] {
         let group: Vec<Shown> = shown.iter().filter(|s| counts_tokens(config, s) == Some(tokens)).copied().collect();

@@ -1,10 +1,11 @@
-//! One rule's verdict from its store decisions (caching a denial), or
-//! from its failure policy when the store failed (the fallback bucket).
+//! One rule's verdict from its store decisions (with the denials to
+//! cache), or from its failure policy when the store failed (the fallback
+//! bucket: its shares are this verdict, taken in shared data at once).
 
 use super::{fallback_limit, Env, Pending, PlannedDecision, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::{Cost, Counts, FailureMode, Limit, Rule};
-use crate::deny_cache::{DenyCache, DenyEntry};
+use crate::deny_cache::DenyEntry;
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::{Event, Metrics};
@@ -13,9 +14,10 @@ use crate::response::{PolicyRef, Shown};
 use crate::shared::SharedData;
 
 impl Pending {
-    /// The verdict of rule `r` from its limits' outcomes; `consumed` tells whether
-    /// its call admitted the request (else an allowing rule spent nothing and
-    /// is not counted).
+    /// The verdict of rule `r` from its limits' outcomes, and the denials
+    /// to remember in the deny cache (entry fingerprint, entry); `consumed`
+    /// tells whether its call admitted the request (else an allowing rule
+    /// spent nothing and is not counted).
     pub(super) fn store_verdict<S, M>(
         &self,
         env: &Env<'_, S, M>,
@@ -23,7 +25,7 @@ impl Pending {
         d: &PlannedDecision,
         outcomes: &[LimitOutcome],
         consumed: bool,
-    ) -> Verdict
+    ) -> (Verdict, Vec<(u64, DenyEntry)>)
     where
         S: SharedData + ?Sized,
         M: Metrics + ?Sized,
@@ -47,20 +49,20 @@ impl Pending {
             if consumed {
                 env.metrics.count(r, Event::Allowed);
                 if rule.limits.iter().any(concurrency) {
-                    env.metrics.count(r, Event::SlotTaken);
+                    env.metrics.count(r, Event::PermitTaken);
                 }
             }
-            return Verdict::Allowed(shown);
+            return (Verdict::Allowed(shown), Vec::new());
         }
         if rule.limits.iter().zip(&shown).any(|(l, s)| concurrency(l) && !s.outcome.allowed) {
-            env.metrics.count(r, Event::SlotRefused);
+            env.metrics.count(r, Event::PermitRefused);
         }
         // A cost the caller names differs per request: a denial of one
         // cost says nothing of the next request's.
         let cacheable = !matches!(rule.cost, Cost::RequestHeader { .. });
+        let mut denials = Vec::new();
         if config.deny_cache.enabled && cacheable {
-            let cache = DenyCache::new(env.shared, config.deny_cache.slots);
-            // A concurrency denial is never cached: a slot frees whenever a
+            // A concurrency denial is never cached: a permit frees whenever a
             // stream ends, and the next request must see it. Nor is a
             // reservation's (see `refunds_may_undo`).
             let cached = |l: &&crate::config::Limit| !concurrency(l) && !refunds_may_undo(rule, l);
@@ -68,17 +70,17 @@ impl Pending {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
                         let entry = DenyEntry {
-                            deny_until_ms: self.now_ms + retry,
-                            reset_at_ms: self.now_ms + s.outcome.reset_ms,
+                            deny_until: self.now.after(retry),
+                            reset_at: self.now.after(s.outcome.reset_ms),
                             remaining: s.outcome.remaining,
                         };
-                        cache.remember(entry_fingerprint(l.fingerprint, identity), entry);
+                        denials.push((entry_fingerprint(l.fingerprint, identity), entry));
                     }
                 }
             }
         }
         env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
-        Verdict::Denied(shown)
+        (Verdict::Denied(shown), denials)
     }
 
     pub(super) fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
@@ -101,7 +103,7 @@ impl Pending {
             .enumerate()
             .map(|(i, l)| fallback_limit(rule, l, &d.digest, d.amount(r, i, rule, l)))
             .collect();
-        let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now_ms);
+        let outcomes = fallback::admit(env.shared, config.deny_cache.slots, &limits, self.now);
         let shown: Vec<Shown> = limits
             .iter()
             .zip(outcomes)
@@ -115,7 +117,7 @@ impl Pending {
         if shown.iter().all(|s| s.outcome.allowed) {
             env.metrics.count(r, Event::FallbackAllowed);
             if rule.limits.iter().any(|l| l.spec.algorithm == Algorithm::Concurrency) {
-                env.metrics.count(r, Event::SlotTakenLocally);
+                env.metrics.count(r, Event::PermitTakenLocally);
             }
             Verdict::Allowed(shown)
         } else {

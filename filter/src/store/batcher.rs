@@ -4,6 +4,7 @@
 //! queue here and leave together in the next call, in arrival order.
 
 use crate::keys::HashSlot;
+use crate::time::Instant;
 use std::collections::VecDeque;
 
 /// What the batcher needs to know of a queued decision.
@@ -13,7 +14,7 @@ pub trait Batchable {
     /// An upper bound of the bytes it adds to a call.
     fn size(&self) -> usize;
     /// When it was queued (ms).
-    fn since_ms(&self) -> u64;
+    fn since(&self) -> Instant;
 }
 
 /// How one call is filled.
@@ -22,8 +23,8 @@ pub struct Fill {
     /// Decisions per call at most.
     pub max_decisions: usize,
     /// Only decisions of one hash slot (a Redis Cluster: one EVALSHA may
-    /// touch one slot).
-    pub one_slot: bool,
+    /// touch one hash slot).
+    pub one_hash_slot: bool,
     /// Bytes per call at most (webdis's body bound), if any.
     pub max_bytes: Option<usize>,
 }
@@ -66,8 +67,8 @@ impl<T: Batchable> Batcher<T> {
     }
 
     /// When the oldest waiting decision was queued.
-    pub fn oldest_since_ms(&self) -> Option<u64> {
-        self.queue.front().map(Batchable::since_ms)
+    pub fn oldest_since(&self) -> Option<Instant> {
+        self.queue.front().map(Batchable::since)
     }
 
     /// Whether nothing waits.
@@ -96,14 +97,14 @@ impl<T: Batchable> Batcher<T> {
                 i += 1;
                 continue;
             }
-            let fits_slot = !fill.one_slot || item.slot() == slot;
+            let same_hash_slot = !fill.one_hash_slot || item.slot() == slot;
             let fits_bytes = fill.max_bytes.is_none_or(|max| bytes + item.size() <= max);
-            if fits_slot && fits_bytes {
+            if same_hash_slot && fits_bytes {
                 bytes += item.size();
                 if let Some(item) = self.queue.remove(i) {
                     batch.push(item);
                 }
-            } else if fits_slot {
+            } else if same_hash_slot {
                 // Full by bytes: later decisions wait for the next call.
                 break;
             } else {
@@ -144,8 +145,8 @@ mod tests {
         fn size(&self) -> usize {
             self.2
         }
-        fn since_ms(&self) -> u64 {
-            u64::from(self.0)
+        fn since(&self) -> Instant {
+            Instant::from_ms(u64::from(self.0))
         }
     }
 
@@ -153,7 +154,7 @@ mod tests {
         b.iter().map(|d| d.0).collect()
     }
 
-    const ANY: Fill = Fill { max_decisions: 3, one_slot: false, max_bytes: None };
+    const ANY: Fill = Fill { max_decisions: 3, one_hash_slot: false, max_bytes: None };
 
     #[test]
     #[wasm_bindgen_test]
@@ -174,7 +175,7 @@ mod tests {
         for (i, slot) in [7u16, 9, 7, 9, 7].into_iter().enumerate() {
             b.push(D(i as u32, slot, 10)).unwrap();
         }
-        let fill = Fill { one_slot: true, ..ANY };
+        let fill = Fill { one_hash_slot: true, ..ANY };
         assert_eq!(ids(&b.take(fill)), [0, 2, 4]);
         assert_eq!(ids(&b.take(fill)), [1, 3]);
     }
@@ -186,7 +187,7 @@ mod tests {
         for (i, size) in [40usize, 40, 30, 5].into_iter().enumerate() {
             b.push(D(i as u32, 0, size)).unwrap();
         }
-        let fill = Fill { max_decisions: 10, one_slot: false, max_bytes: Some(100) };
+        let fill = Fill { max_decisions: 10, one_hash_slot: false, max_bytes: Some(100) };
         assert_eq!(ids(&b.take(fill)), [0, 1], "the third would pass 100 bytes; order is kept");
         assert_eq!(ids(&b.take(fill)), [2, 3]);
     }

@@ -45,7 +45,7 @@ impl StoreError {
     /// Whether the script may have run all the same: the call went out and
     /// its answer was lost (a timeout, a broken connection, an HTTP error
     /// status from a proxy on the way, a reply that could not be read). A
-    /// slot such a decision asked for may be held in the store.
+    /// concurrency permit such a decision asked for may be held in the store.
     pub fn may_have_run(&self) -> bool {
         matches!(self, StoreError::Status(_) | StoreError::Malformed(_) | StoreError::Network | StoreError::Unanswered)
     }

@@ -170,6 +170,7 @@ mod tests {
     use crate::algorithm::Algorithm;
     use crate::spec::LimitSpec;
     use crate::spec::{DecisionCall, LimitCall, Op};
+    use crate::time::Instant;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     #[test]
@@ -178,7 +179,7 @@ mod tests {
         assert_eq!(command(&["GET", "k{x}"]), b"*2\r\n$3\r\nGET\r\n$4\r\nk{x}\r\n".to_vec());
         let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
         let limits = [LimitCall { rule: "r", spec, op: Op::Use(1), offset_ms: None }];
-        let call = ScriptCall::new("rl", 5000, &[DecisionCall { identity: "a", limits: &limits }]);
+        let call = ScriptCall::new("rl", Instant::from_ms(5000), &[DecisionCall { identity: "a", limits: &limits }]);
         let cmd = String::from_utf8(evalsha(&call)).unwrap();
         assert!(
             cmd.starts_with(&format!(

@@ -17,6 +17,7 @@ use crate::keys::limit_keys;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitSpec, Op, COUNT, TOP};
 use crate::store::{redis_error, StoreError};
+use crate::time::Instant;
 
 /// The longest error text the script puts in a reply (`ERROR_TEXT` in
 /// `lua/driver.lua`): Redis's `WRONGTYPE` message whole.
@@ -73,13 +74,14 @@ pub struct ScriptCall {
     /// Per decision, its number of limits.
     sizes: Vec<usize>,
     /// The caller's clock it decides on (windows' keys are named from it).
-    pub now_ms: u64,
+    pub now: Instant,
 }
 
 impl ScriptCall {
     /// The call deciding `decisions` in order at `now_ms` (the caller's
     /// clock). Equal specs share one entry of the spec table.
-    pub fn new(domain: &str, now_ms: u64, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+    pub fn new(domain: &str, now: Instant, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+        let now_ms = now.ms();
         // Plain loops and pushes: every iterator adapter here would be code
         // in the shipped module, which has a size budget.
         let mut specs: Vec<LimitSpec> = Vec::new();
@@ -97,7 +99,7 @@ impl ScriptCall {
             args: Vec::new(),
             bounds: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
-            now_ms,
+            now,
         };
         let mut args = Vec::with_capacity(4 + specs.len() * 4 + decisions.len() * 2 + limits * 4);
         args.push(now_ms.to_string());
@@ -120,14 +122,14 @@ impl ScriptCall {
                 shape.push((index + 1).to_string());
                 shape.push(l.op.code().to_string());
                 shape.push(l.op.amount().to_string());
-                // The offset argument: a concurrency slot's id, a refund's
+                // The offset argument: a concurrency permit's id, a refund's
                 // mark, or the offset.
-                shape.push(match (l.op.slot_id(), l.op.mark()) {
+                shape.push(match (l.op.permit_id(), l.op.mark()) {
                     (Some(id), _) => id.0.to_string(),
                     (_, Some(m)) => format!("{}:{}", m.born_ms, m.count),
                     _ => l.offset_ms.unwrap_or(0).to_string(),
                 });
-                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now_ms));
+                limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now));
                 call.bounds.push(Bounds::of(&l.spec, l.op));
             }
             call.sizes.push(d.limits.len());
@@ -221,9 +223,9 @@ struct Bounds {
     longest_ms: u64,
     /// A use or check of more than the capacity: always denied, retry -1.
     never_fits: bool,
-    /// A slot's release or renewal: retry 0, and allowed says whether the
-    /// slot was still held.
-    slot_kept: bool,
+    /// A permit's release or renewal: retry 0, and allowed says whether the
+    /// permit was still held.
+    never_refused: bool,
     /// A bucket's reservation: admitted, it says its lead after (at most
     /// this tolerance), born and count (see `Mark::of`).
     marked: Option<u64>,
@@ -245,12 +247,12 @@ impl Bounds {
         let longest_ms = longest.min(TOP);
         // A take counting the streams held outside the store may ask more
         // than the limit: the script refuses it as any full limit (retry
-        // CC_RETRY_MS), a slot may free before the next.
+        // CC_RETRY_MS), a permit may free before the next.
         let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. } | Op::Take(..)) && op.amount() > capacity;
-        // A refund is reported as 1 0 0 0, like a kept slot.
-        let slot_kept = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
+        // A refund is reported as 1 0 0 0, like a kept permit.
+        let never_refused = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
         let marked = matches!(op, Op::Reserve(_)).then(|| spec.burst.saturating_mul(spec.window_ms));
-        Bounds { capacity, longest_ms, never_fits, slot_kept, marked }
+        Bounds { capacity, longest_ms, never_fits, never_refused, marked }
     }
 
     /// The outcome if `values` are possible: allowed exactly when the
@@ -263,7 +265,7 @@ impl Bounds {
             return fits.then_some(d);
         }
         let retry_ok = match d.retry_after_ms {
-            _ if self.slot_kept => d.retry_after_ms == Some(0),
+            _ if self.never_refused => d.retry_after_ms == Some(0),
             None => self.never_fits && !d.allowed,
             Some(0) => d.allowed && !self.never_fits,
             Some(ms) => !d.allowed && !self.never_fits && ms <= self.longest_ms,

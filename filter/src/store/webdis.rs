@@ -210,12 +210,13 @@ mod tests {
     use crate::algorithm::Algorithm;
     use crate::keys::MAX_IDENTITY;
     use crate::spec::{DecisionCall, LimitCall, Op};
+    use crate::time::Instant;
     use wasm_bindgen_test::wasm_bindgen_test;
 
     fn call() -> ScriptCall {
         let spec = LimitSpec { algorithm: Algorithm::FixedWindow, limit: 5, window_ms: 1000, burst: 5 };
         let limits = [LimitCall { rule: "api", spec, op: Op::Use(1), offset_ms: None }];
-        ScriptCall::new("rl", 5_000, &[DecisionCall { identity: "1.2.3.4", limits: &limits }])
+        ScriptCall::new("rl", Instant::from_ms(5_000), &[DecisionCall { identity: "1.2.3.4", limits: &limits }])
     }
 
     #[test]
@@ -352,7 +353,7 @@ mod tests {
             .collect();
         let decision = DecisionCall { identity: &identity, limits: &limits };
         let now = 9_999_999_999_999;
-        let one = evalsha(&ScriptCall::new("domain.x", now, &[decision])).body.len();
+        let one = evalsha(&ScriptCall::new("domain.x", Instant::from_ms(now), &[decision])).body.len();
         let bound: Vec<(&str, LimitSpec)> = specs.iter().map(|s| ("a-long-rule-name", *s)).collect();
         let size = decision_size("domain.x", &identity, &bound);
         assert!(one <= BODY_HEAD + size, "{one}");
@@ -363,7 +364,7 @@ mod tests {
         }
         let batch: Vec<DecisionCall> =
             charges.iter().map(|c| DecisionCall { identity: &identity, limits: c }).collect();
-        let many = evalsha(&ScriptCall::new("domain.x", now, &batch)).body.len();
+        let many = evalsha(&ScriptCall::new("domain.x", Instant::from_ms(now), &batch)).body.len();
         assert!(many <= BODY_HEAD + 300 * size, "{many}");
     }
 

@@ -4,12 +4,14 @@
 //! The host buffers the body meanwhile; the worker keeps only its bound
 //! and deadline, and reads it once, when it is complete.
 
-use super::{Action, Host, Worker, MIN_TICK_MS};
+use super::stream::{Phase, Stream};
+use super::{Action, Callback, Host, Worker, MIN_TICK_MS};
 use crate::config::Config;
 use crate::metrics::Event;
-use crate::pipeline::{body_timeout, Outcome};
+use crate::pipeline::{body_timeout, Decided};
 use crate::request::{Body, Request, RequestSource};
 use crate::response::{refused, LocalReply};
+use crate::time::Instant;
 
 /// How often a line about bodies that never came may be logged per worker.
 const TIMEOUT_LOG_INTERVAL_MS: u64 = 10_000;
@@ -37,7 +39,7 @@ pub struct BodyWait {
     max_bytes: u64,
     /// The shortest timeout of its rules, and when it ends.
     timeout_ms: u64,
-    deadline_ms: u64,
+    deadline: Instant,
     /// Whether any of the body arrived.
     seen: bool,
 }
@@ -52,22 +54,20 @@ pub fn body_tick_ms(config: &Config) -> Option<u64> {
 impl Worker {
     /// What `req`'s decision must wait for, when a rule that applies by its
     /// headers reads its body.
-    pub(super) fn body_wait<R: RequestSource + ?Sized>(&self, req: &Request<'_, R>, now: u64) -> Option<BodyWait> {
+    pub(super) fn body_wait<R: RequestSource + ?Sized>(&self, req: &Request<'_, R>, now: Instant) -> Option<BodyWait> {
         let mut wait: Option<BodyWait> = None;
         for (r, rule) in self.config.rules.iter().enumerate() {
             let Some(b) = rule.request_body else { continue };
             if !rule.matcher.matches_headers(req) {
                 continue;
             }
-            let deadline_ms = now.saturating_add(b.timeout_ms);
+            let deadline = now.after(b.timeout_ms);
             wait = Some(match wait {
-                None => {
-                    BodyWait { rule: r, max_bytes: b.max_bytes, timeout_ms: b.timeout_ms, deadline_ms, seen: false }
-                }
+                None => BodyWait { rule: r, max_bytes: b.max_bytes, timeout_ms: b.timeout_ms, deadline, seen: false },
                 Some(w) => BodyWait {
                     max_bytes: w.max_bytes.max(b.max_bytes),
                     timeout_ms: w.timeout_ms.min(b.timeout_ms),
-                    deadline_ms: w.deadline_ms.min(deadline_ms),
+                    deadline: w.deadline.min(deadline),
                     ..w
                 },
             });
@@ -85,7 +85,7 @@ impl Worker {
         host: &H,
         req: &Request<'_, R>,
     ) -> Option<LocalReply> {
-        let wait = self.body_wait(req, 0)?;
+        let wait = self.body_wait(req, Instant::default())?;
         let rule = self.config.rules.get(wait.rule)?;
         host.count(wait.rule, Event::BadRequest);
         let detail = "this host does not hand the request body to the filter: rules reading it refuse the requests they apply to";
@@ -104,22 +104,22 @@ impl Worker {
         end_of_stream: bool,
         read: impl FnOnce(u64) -> Option<Vec<u8>>,
     ) -> BodyAction {
-        let Some(wait) = self.body_waits.get_mut(&stream) else {
+        let Some(state) = self.streams.get_mut(&stream) else { return BodyAction::Continue };
+        let Phase::Body(wait) = &mut state.phase else {
             // A body not read whole passes a chunk at a time (`size`: this
             // one), counted for the prompt a charge may have to estimate.
-            let Some(state) = self.streams.get_mut(&stream) else { return BodyAction::Continue };
             state.request_bytes = state.request_bytes.saturating_add(size);
             // A host that delivers the body while the headers wait (Envoy
             // with allow_on_headers_stop_iteration) would let them go on a
             // Continue: never before the decision.
-            return if state.pending.is_some() { BodyAction::Hold } else { BodyAction::Continue };
+            return if state.deciding() { BodyAction::Hold } else { BodyAction::Continue };
         };
         wait.seen = true;
         let max_bytes = wait.max_bytes;
         if size <= max_bytes && !end_of_stream {
             return BodyAction::Buffer;
         }
-        self.body_waits.remove(&stream);
+        self.take_body_wait(stream);
         let bytes = if size > max_bytes { None } else { read(size) };
         let body = match &bytes {
             _ if size > max_bytes => Body::TooLarge { len: size },
@@ -145,8 +145,8 @@ impl Worker {
         request: &R,
         read: impl FnOnce(u64) -> Option<Vec<u8>>,
     ) -> Action {
-        let Some(wait) = self.body_waits.remove(&stream) else {
-            let deciding = self.streams.get(&stream).is_some_and(|s| s.pending.is_some());
+        let Some(wait) = self.take_body_wait(stream) else {
+            let deciding = self.streams.get(&stream).is_some_and(Stream::deciding);
             return if deciding { Action::Pause } else { Action::Continue };
         };
         let bytes = read(wait.max_bytes.saturating_add(1));
@@ -157,6 +157,16 @@ impl Worker {
         };
         let whole = bytes.as_deref().filter(|b| b.len() as u64 <= wait.max_bytes);
         self.decide_with_body(host, stream, request, &body, whole)
+    }
+
+    /// Stream `stream`'s body wait, if its request waits for its body: it
+    /// ends (the stream stays, to be decided).
+    pub(super) fn take_body_wait(&mut self, stream: u32) -> Option<BodyWait> {
+        let state = self.streams.get_mut(&stream)?;
+        let Phase::Body(wait) = state.phase else { return None };
+        state.phase = Phase::Passing;
+        self.bodies_waiting = self.bodies_waiting.saturating_sub(1);
+        Some(wait)
     }
 
     /// Decides a request whose body is in (`bytes`, read as `body`), or
@@ -170,39 +180,48 @@ impl Worker {
         body: &Body,
         bytes: Option<&[u8]>,
     ) -> Action {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         let req = Request::with_body(request, body);
-        let asked = match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
-            Some(Err(reply)) => return self.apply_now(host, stream, Outcome::Reply(reply), now),
-            Some(Ok(asked)) => asked,
-            None => false,
-        };
-        let action = self.decide(host, stream, &req, now);
-        if let Some(state) = self.streams.get_mut(&stream) {
-            state.asked_usage = asked;
-            state.request_bytes = match body {
-                Body::Read { len, .. } | Body::TooLarge { len } => *len,
-                Body::Unreadable => 0,
-            };
+        match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
+            Some(Err(reply)) => self.decided(host, stream, Decided::reply(reply), now),
+            asked => {
+                self.decide(host, stream, &req, now);
+                if let Some(state) = self.streams.get_mut(&stream) {
+                    state.asked_usage = asked == Some(Ok(true));
+                    state.request_bytes = match body {
+                        Body::Read { len, .. } | Body::TooLarge { len } => *len,
+                        Body::Unreadable => 0,
+                    };
+                }
+            }
         }
-        action
+        self.finish_callback(host, Callback::Request(stream))
     }
 
     /// Answers 408 to each request whose body did not come in time.
-    pub(super) fn expire_body_waits<H: Host>(&mut self, host: &H, now: u64) {
-        let mut late: Vec<(u32, BodyWait)> =
-            self.body_waits.iter().filter(|(_, w)| now >= w.deadline_ms).map(|(s, w)| (*s, *w)).collect();
+    pub(super) fn expire_body_waits<H: Host>(&mut self, host: &H, now: Instant) {
+        if self.bodies_waiting == 0 {
+            return;
+        }
+        let mut late: Vec<(u32, BodyWait)> = self
+            .streams
+            .iter()
+            .filter_map(|(s, state)| match state.phase {
+                Phase::Body(w) if now >= w.deadline => Some((*s, w)),
+                _ => None,
+            })
+            .collect();
         late.sort_unstable_by_key(|(stream, _)| *stream);
         for (stream, wait) in late {
-            self.body_waits.remove(&stream);
-            self.streams.remove(&stream);
+            self.take_body_wait(stream);
+            self.end_stream(host, stream);
             let Some(rule) = self.config.rules.get(wait.rule) else { continue };
             host.count(wait.rule, Event::BadRequest);
             host.reply(stream, &body_timeout(&rule.name, wait.timeout_ms));
-            let due = self.body_timeout_logged_ms.is_none_or(|t| now.saturating_sub(t) >= TIMEOUT_LOG_INTERVAL_MS);
+            let due = self.body_timeout_logged.is_none_or(|t| now.since(t) >= TIMEOUT_LOG_INTERVAL_MS);
             if due {
-                self.body_timeout_logged_ms = Some(now);
+                self.body_timeout_logged = Some(now);
                 let hint = if wait.seen {
                     "the client sent it too slowly"
                 } else {

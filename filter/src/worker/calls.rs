@@ -5,7 +5,9 @@
 //! to be a Redis Cluster (`CROSSSLOT`) gets the call's decisions again,
 //! one hash slot per call.
 
-use super::{Flight, Host, Incident, Owner, Queued, Worker, MIN_TICK_MS};
+use super::jobs::{Job, JobId};
+use super::stream::Phase;
+use super::{Callback, Flight, Host, Incident, Queued, Worker, MIN_TICK_MS};
 use crate::breaker::{self, Health};
 use crate::keys::HashSlot;
 use crate::spec::{DecisionCall, LimitCall, Op};
@@ -16,31 +18,26 @@ use crate::store::transport::{self, Answer};
 use crate::store::webdis::{self, BODY_HEAD, MAX_BODY};
 use crate::store::StoreError;
 use crate::store::Transport;
+use crate::time::Instant;
 
 impl Worker {
-    /// The limits of `owner`'s decision (rule, limit, op, offset), its
-    /// identity and slot; `None` when its stream or charge is gone.
-    pub(super) fn decision_of(&self, owner: Owner) -> Option<(Vec<LimitCall<'_>>, &str, HashSlot)> {
+    /// The limits of job `job`'s decision (rule, limit, op, offset), its
+    /// identity and slot; `None` when its owner is gone (or is an orphan:
+    /// once a call is split, a decision whose stream is gone is not sent).
+    pub(super) fn decision_of(&self, job: JobId) -> Option<(Vec<LimitCall<'_>>, &str, HashSlot)> {
         let call = |rule: usize, limit: usize, op: Op, offset_ms: Option<u64>| {
             let r = self.config.rules.get(rule)?;
             Some(LimitCall { rule: &r.name, spec: r.limits.get(limit)?.spec, op, offset_ms })
         };
-        match owner {
-            Owner::Stream { stream, decision } => {
-                let d = self.streams.get(&stream)?.pending.as_ref()?.decisions.get(decision)?;
+        match self.jobs.get(job)? {
+            Job::Decide { stream, index } => {
+                let Phase::Deciding { pending, .. } = &self.streams.get(stream)?.phase else { return None };
+                let d = pending.decisions.get(*index)?;
                 let limits = d.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
                 Some((limits, &d.identity, d.slot))
             }
-            Owner::Charge(id) => {
-                let c = self.charges.get(&id)?;
-                let marks = c.charge.reserved.as_ref().map_or(&[][..], |r| &r.marks[..]);
-                let op = |limit: usize| match c.refund_at {
-                    None => Op::Charge(c.amount),
-                    Some(at_ms) => {
-                        let mark = marks.iter().find(|(i, _)| *i == limit).map(|&(_, m)| m);
-                        Op::Refund { amount: c.amount, at_ms, mark }
-                    }
-                };
+            Job::Charge(c) => {
+                let op = |limit: usize| c.refund.as_ref().map_or(Op::Charge(c.amount), |r| r.op(limit, c.amount));
                 let limits = c
                     .charge
                     .limits
@@ -49,22 +46,21 @@ impl Worker {
                     .collect();
                 Some((limits, &c.charge.identity, c.charge.slot))
             }
-            Owner::Lease(id) => {
-                let a = self.leases.asks.get(&id)?;
+            Job::Lease(a) => {
                 let limits = a.limits.iter().filter_map(|l| call(l.rule, l.limit, l.op, l.offset_ms)).collect();
                 Some((limits, &a.identity, a.slot))
             }
-            Owner::Slot(id) => {
-                let c = self.slots.calls.get(&id)?;
-                let limits = call(c.hold.rule, c.hold.limit, c.op, None).into_iter().collect();
-                Some((limits, &c.hold.identity, c.hold.slot))
+            Job::Permit(c) => {
+                let limits = call(c.permit.rule, c.permit.limit, c.op, None).into_iter().collect();
+                Some((limits, &c.permit.identity, c.permit.slot))
             }
+            Job::Orphan(_) => None,
         }
     }
 
-    /// The queue entry for a decision whose owner is alive, queued at `now`.
-    pub(super) fn queued(&self, owner: Owner, now: u64) -> Option<Queued> {
-        let (limits, identity, slot) = self.decision_of(owner)?;
+    /// The queue entry of job `job` if its owner is alive, queued at `now`.
+    pub(super) fn queued(&self, job: JobId, now: Instant) -> Option<Queued> {
+        let (limits, identity, slot) = self.decision_of(job)?;
         let size = match self.config.store.transport {
             Transport::Webdis => {
                 let specs: Vec<(&str, _)> = limits.iter().map(|l| (l.rule, l.spec)).collect();
@@ -72,34 +68,35 @@ impl Worker {
             }
             Transport::Redis => 0,
         };
-        Some(Queued { owner, slot, size, since_ms: now })
+        let stream = match self.jobs.get(job) {
+            Some(Job::Decide { stream, .. }) => Some(*stream),
+            _ => None,
+        };
+        Some(Queued { job, stream, slot, size, since: now })
     }
 
     /// How one call is filled.
     pub(super) fn fill(&self) -> Fill {
         Fill {
             max_decisions: self.config.store.batching.max_decisions.get() as usize,
-            one_slot: self.config.store.redis_cluster,
+            one_hash_slot: self.config.store.redis_cluster,
             max_bytes: (self.config.store.transport == Transport::Webdis).then_some(MAX_BODY - BODY_HEAD),
         }
     }
 
     /// Sends calls while fewer than the configured number are in flight
     /// and decisions wait.
-    pub(super) fn pump<H: Host>(&mut self, host: &H) {
+    pub(super) fn pump<H: Host>(&mut self, host: &H, cb: Callback) {
         let fill = self.fill();
         if self.pinned {
             // Only from a request's own callbacks: its decisions, all now,
-            // and what belongs to no request (charges, slot releases and
-            // renewals, lease asks; queued before them: a slot released
+            // and what belongs to no request (charges, permit releases and
+            // renewals, lease asks; queued before them: a permit released
             // is free for this request's take), whose answers resume
             // nothing. The rest waits for its own request or the timer.
-            let Some(stream) = self.pinned_to else { return };
-            let carried = |q: &Queued| match q.owner {
-                Owner::Stream { stream: s, .. } => s == stream,
-                _ => true,
-            };
-            self.send_matching(host, fill, usize::MAX, carried);
+            // NGINX refuses a call from a response's callbacks (it traps).
+            let (Callback::Request(stream) | Callback::Answer(Some(stream))) = cb else { return };
+            self.send_matching(host, fill, usize::MAX, |q| q.stream.is_none_or(|s| s == stream));
             return;
         }
         while self.flights.len() < self.config.store.batching.max_in_flight.get() as usize && !self.queue.is_empty() {
@@ -107,7 +104,7 @@ impl Worker {
         }
     }
 
-    /// Sends calls of the queued decisions `wanted` says, while fewer than
+    /// Sends calls of the queued jobs `wanted` says, while fewer than
     /// `most` calls are in flight.
     pub(super) fn send_matching<H: Host>(
         &mut self,
@@ -121,35 +118,34 @@ impl Worker {
             if batch.is_empty() {
                 return;
             }
-            for q in &batch {
-                if let Owner::Charge(id) = q.owner {
-                    self.charge_leaves_queue(id);
-                }
-            }
-            if let Some(flight) = self.flight(&batch, host.now_ms()) {
-                self.send(host, flight, Message::Evalsha, false);
-            }
+            self.launch(host, &batch);
         }
     }
 
     /// Sends the next call from the queue.
     pub(super) fn send_next<H: Host>(&mut self, host: &H, fill: Fill) {
         let batch: Vec<Queued> = self.queue.take(fill);
-        for q in &batch {
-            if let Owner::Charge(id) = q.owner {
-                self.charge_leaves_queue(id);
+        self.launch(host, &batch);
+    }
+
+    /// Sends one call of `batch` (taken from the queue).
+    fn launch<H: Host>(&mut self, host: &H, batch: &[Queued]) {
+        for q in batch {
+            if let Some(Job::Charge(c)) = self.jobs.get(q.job) {
+                // Out of the queue: later charges of its client start anew.
+                self.waiting.leave(q.job, c);
             }
         }
-        if let Some(flight) = self.flight(&batch, host.now_ms()) {
+        if let Some(flight) = self.flight(batch, host.now()) {
             self.send(host, flight, Message::Evalsha, false);
         }
     }
 
-    /// How long a decision may wait for a call slot before it goes in a
-    /// call of its own anyway: a quarter of the store timeout, so that a
-    /// store that stalls every call in flight holds a queued decision for
-    /// well under two timeouts (calls to a healthy store take a few ms: a
-    /// slot frees up long before).
+    /// How long a decision may wait for room among the calls in flight
+    /// before it goes in a call of its own anyway: a quarter of the store
+    /// timeout, so that a store that stalls every call in flight holds a
+    /// queued decision for well under two timeouts (calls to a healthy
+    /// store take a few ms: room frees up long before).
     pub(super) fn max_wait_ms(&self) -> u64 {
         (self.config.store.timeout.ms() / 4).max(MIN_TICK_MS)
     }
@@ -160,9 +156,9 @@ impl Worker {
     /// interval otherwise.
     pub fn tick_period_ms(&self) -> u64 {
         // Slots are renewed on the timer.
-        let idle = self.config.store.stats_interval.ms().min(self.slot_tick_ms.unwrap_or(u64::MAX));
+        let idle = self.config.store.stats_interval.ms().min(self.permit_tick_ms.unwrap_or(u64::MAX));
         // Bodies are waited for on the timer (a pinned host's is set once).
-        let body = self.body_tick_ms.filter(|_| self.pinned || !self.body_waits.is_empty());
+        let body = self.body_tick_ms.filter(|_| self.pinned || self.bodies_waiting > 0);
         let idle = idle.min(body.unwrap_or(u64::MAX));
         if self.pinned {
             // Set once (such a host refuses a second period): what is not
@@ -177,24 +173,24 @@ impl Worker {
     }
 
     /// The call carrying `batch` at `now` (decisions whose stream or
-    /// charge is gone are left out); its slots are its owners'.
-    pub(super) fn flight(&self, batch: &[Queued], now: u64) -> Option<Flight> {
-        let mut owners = Vec::with_capacity(batch.len());
+    /// charge is gone are left out); its hash slots are its owners'.
+    pub(super) fn flight(&self, batch: &[Queued], now: Instant) -> Option<Flight> {
+        let mut jobs = Vec::with_capacity(batch.len());
         let mut slots: Vec<HashSlot> = Vec::with_capacity(batch.len());
         let mut parts: Vec<(Vec<LimitCall<'_>>, &str)> = Vec::with_capacity(batch.len());
         for q in batch {
-            let Some((limits, identity, slot)) = self.decision_of(q.owner) else { continue };
-            owners.push(q.owner);
+            let Some((limits, identity, slot)) = self.decision_of(q.job) else { continue };
+            jobs.push(q.job);
             slots.push(slot);
             parts.push((limits, identity));
         }
-        if owners.is_empty() {
+        if jobs.is_empty() {
             return None;
         }
         let decisions: Vec<DecisionCall<'_>> =
             parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
         let call = ScriptCall::new(&self.config.domain, now, &decisions);
-        Some(Flight { owners, slots, call, stage: Stage::First, started_ms: now, sent_ms: now })
+        Some(Flight { jobs, slots, call, stage: Stage::First, started: now, sent: now })
     }
 
     /// Sends `message` for `flight`; a call that cannot start fails its
@@ -205,10 +201,10 @@ impl Worker {
             Some(wire) => host.send(&wire, reinit),
             None => Err(StoreError::Dispatch),
         };
-        host.store_call(flight.owners.len());
+        host.store_call(flight.jobs.len());
         match sent {
             Ok(token) => {
-                flight.sent_ms = host.now_ms();
+                flight.sent = host.now();
                 // A token the host reuses while it is in flight: the older call lost its answer.
                 if let Some(old) = self.flights.insert(token, flight) {
                     self.finish(host, old, Err(StoreError::Unanswered));
@@ -229,8 +225,8 @@ impl Worker {
         let Some(mut flight) = self.flights.remove(&token) else { return };
         // A pinned host answers in the request that made the call: its
         // stream is the one that can be resumed or answered now.
-        self.pinned_to = flight.owners.iter().find_map(|o| match o {
-            Owner::Stream { stream, .. } => Some(*stream),
+        let context = flight.jobs.iter().find_map(|&j| match self.jobs.get(j) {
+            Some(Job::Decide { stream, .. }) => Some(*stream),
             _ => None,
         });
         let expected = flight.call.reply_len();
@@ -241,12 +237,11 @@ impl Worker {
                 self.send(host, flight, message, reinit);
             }
             Step::Done(result) => {
-                host.store_latency(host.now_ms().saturating_sub(flight.started_ms));
+                host.store_latency(host.now().since(flight.started));
                 self.finish(host, flight, result);
             }
         }
-        self.pump(host);
-        self.pinned_to = None;
+        self.finish_callback(host, Callback::Answer(context));
     }
 
     /// How large an answer to `token` may be (decided before reading it).
@@ -266,7 +261,7 @@ impl Worker {
         if matches!(&result, Err(StoreError::Redis(e)) if e.starts_with("CROSSSLOT")) && self.split(host, &flight) {
             return;
         }
-        let now = host.now_ms();
+        let now = host.now();
         let results: Result<Vec<DecisionResult>, StoreError> = result.and_then(|reply| flight.call.decode(&reply));
         let breaker = &self.config.store.breaker;
         let mut slots: Vec<HashSlot> = Vec::with_capacity(flight.slots.len());
@@ -291,28 +286,28 @@ impl Worker {
                 health => slots.iter().for_each(|&slot| breaker::record(host, breaker, slot, now, health)),
             },
         }
-        let at = flight.sent_ms;
+        let at = flight.sent;
         match results {
             Ok(per_decision) => {
-                for (owner, result) in flight.owners.into_iter().zip(per_decision) {
+                for (job, result) in flight.jobs.into_iter().zip(per_decision) {
                     if let Err(e) = &result {
                         self.log_store_error(host, e, now);
                     }
-                    self.decided_on(owner, flight.call.now_ms);
-                    self.deliver(host, owner, result, at);
+                    self.decided_on(job, flight.call.now);
+                    self.deliver(host, job, result, at);
                 }
             }
             Err(e) => {
                 self.log_store_error(host, &e, now);
-                for owner in flight.owners {
-                    self.deliver(host, owner, Err(e.clone()), at);
+                for job in flight.jobs {
+                    self.deliver(host, job, Err(e.clone()), at);
                 }
             }
         }
     }
 
     /// Counts a store error, and logs it when a line is due.
-    fn log_store_error<H: Host>(&mut self, host: &H, e: &StoreError, now: u64) {
+    fn log_store_error<H: Host>(&mut self, host: &H, e: &StoreError, now: Instant) {
         if let Some(line) = self.incidents.record(Incident::StoreError, now, 1, 0, &e.to_string()) {
             host.warn(&line);
         }
@@ -334,18 +329,29 @@ impl Worker {
                  set store.redis_cluster: true",
             );
         }
-        for &owner in flight.owners.iter().rev() {
-            let Some(item) = self.queued(owner, flight.started_ms) else {
-                if let Owner::Stream { stream, decision } = owner {
-                    self.forget_orphan(stream, decision);
-                }
+        for &job in flight.jobs.iter().rev() {
+            let Some(item) = self.queued(job, flight.started) else {
+                // An orphan (its stream is gone): not sent after all, it takes nothing.
+                self.jobs.remove(job);
                 continue;
             };
             if let Err(item) = self.queue.push_front(item) {
-                self.deliver(host, item.owner, Err(StoreError::Overloaded), host.now_ms());
+                self.deliver(host, item.job, Err(StoreError::Overloaded), host.now());
             }
         }
-        self.pump(host);
         true
+    }
+}
+
+impl Worker {
+    /// Job `job`'s call decides on `clock` (the caller's clock it
+    /// carries): kept with a stream's decision, for the reservation it may
+    /// settle.
+    fn decided_on(&mut self, job: JobId, clock: Instant) {
+        let Some(Job::Decide { stream, index }) = self.jobs.get(job) else { return };
+        let (stream, index) = (*stream, *index);
+        if let Some(Phase::Deciding { pending, .. }) = self.streams.get_mut(&stream).map(|s| &mut s.phase) {
+            pending.decided_on(index, clock);
+        }
     }
 }

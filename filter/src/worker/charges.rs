@@ -5,22 +5,25 @@
 //! could not take spends the local fallback share, and is counted and
 //! logged.
 
+use crate::time::Instant;
 use std::collections::BTreeMap;
 
 use super::incidents::Incident;
+use super::jobs::{Job, JobId};
 use super::usage_watch::{amount, Reported};
-use super::{Host, Owner, Worker, MAX_CHARGES};
+use super::{Host, Worker, MAX_CHARGES};
 use crate::config::{Counts, Rule};
 use crate::deny_cache::{DenyCache, DenyEntry};
 use crate::fallback::{self, FallbackLimit};
 use crate::fingerprint::entry_fingerprint;
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
-use crate::pipeline::{fallback_limit, refunds_may_undo, Charge, Reserved};
-use crate::spec::COUNT;
+use crate::pipeline::{fallback_limit, refunds_may_undo, Charge, Reservation};
+use crate::spec::{Mark, Op, COUNT};
 use crate::store::StoreError;
 
-/// Charges of one identity under one rule on their way to the store.
+/// Units of one identity under one rule on their way to the store: a
+/// charge after responses, or a refund of what reservations left.
 #[derive(Debug)]
 pub(super) struct PendingCharge {
     pub(super) charge: Charge,
@@ -29,44 +32,82 @@ pub(super) struct PendingCharge {
     pub(super) amount: u64,
     /// Responses merged into it.
     pub(super) responses: u64,
-    /// A refund of reservations taken on this clock (`None`: a charge).
-    pub(super) refund_at: Option<u64>,
+    /// `None`: a charge; else where the units go back.
+    pub(super) refund: Option<Refund>,
 }
 
-/// The charges still waiting in the queue (not yet in a call), per rule,
-/// identity and kind: the entry a new one of that client merges into. A
-/// B-tree: its cost never depends on how identities hash.
+/// Units a reservation took and its response did not use, going back to
+/// where they were taken.
+#[derive(Clone, Debug)]
+pub(super) struct Refund {
+    /// The reservation they were taken by (the oldest, when refunds merge).
+    pub(super) reservation: Reservation,
+    /// Per limit refunded: the index of the window the units were taken
+    /// in (a window count), or when its bucket was born (a token bucket
+    /// or GCRA). Refunds merge only when each goes back to the same place.
+    places: Vec<u64>,
+}
+
+impl Refund {
+    /// The refund of `reservation` into `limits` of `rule`, which keeps
+    /// the limits it can go back to (a bucket only with its mark).
+    fn of(rule: &Rule, limits: &mut Vec<(usize, Option<u64>)>, reservation: &Reservation) -> Refund {
+        let marked = |i: usize| reservation.marks.iter().any(|(j, _)| *j == i);
+        limits.retain(|&(i, _)| rule.limits.get(i).is_some_and(|l| !l.spec.algorithm.tat() || marked(i)));
+        let place = |&(i, offset): &(usize, Option<u64>)| match rule.limits.get(i) {
+            Some(l) if l.spec.algorithm.windowed() => {
+                reservation.at.after(offset.unwrap_or(0)).ms() / l.spec.window_ms.max(1)
+            }
+            _ => reservation.marks.iter().find(|(j, _)| *j == i).map_or(0, |(_, m)| m.born_ms),
+        };
+        Refund { reservation: reservation.clone(), places: limits.iter().map(place).collect() }
+    }
+
+    /// The op that gives the units back to limit `limit`.
+    pub(super) fn op(&self, limit: usize, amount: u64) -> Op {
+        let mark = self.reservation.marks.iter().find(|(i, _)| *i == limit).map(|&(_, m)| m);
+        Op::Refund { amount, at: self.reservation.at, mark }
+    }
+
+    /// Another refund merged into this one (this one of `amount`, the
+    /// other of `other_amount`) carries, for each bucket, the older mark
+    /// with the newer refund's amount counted out of it: the bucket's count
+    /// since the older reservation includes the newer one, whose unused
+    /// part the sum gives back, so the sum gives back what the two would
+    /// apart, in either order, and never more than had both cost their
+    /// usage from the start.
+    fn merge_marks(&mut self, amount: u64, other: &Refund, other_amount: u64) {
+        for (i, mark) in &mut self.reservation.marks {
+            let Some(&(_, theirs)) = other.reservation.marks.iter().find(|(j, _)| j == i) else { continue };
+            let (older, newer_amount) = if (mark.count + COUNT - theirs.count) % COUNT < COUNT / 2 {
+                (theirs, amount)
+            } else {
+                (*mark, other_amount)
+            };
+            *mark = Mark { count: (older.count + newer_amount % COUNT) % COUNT, ..older };
+        }
+    }
+}
+
+/// The entries still waiting in the queue (not yet in a call), per rule,
+/// identity and direction: the job a new one of that client merges into.
+/// A B-tree: its cost never depends on how identities hash.
 #[derive(Debug, Default)]
-pub(super) struct Waiting(BTreeMap<(usize, String, Kind), u64>);
+pub(super) struct Waiting(BTreeMap<(usize, String, Direction), JobId>);
 
-/// What a waiting entry does: charge, or give back reservations to these
-/// places (one per limit charged: refunds merge only when each goes back
-/// to the same place).
-type Kind = Option<Vec<u64>>;
-
-/// Where a refund of `reserved` goes back, per limit: the index of the
-/// window it was taken in (a window count), or its bucket (a token bucket
-/// or GCRA: when it was born).
-fn refund_places(rule: &Rule, limits: &[(usize, Option<u64>)], reserved: &Reserved) -> Vec<u64> {
-    let place = |&(i, offset): &(usize, Option<u64>)| match rule.limits.get(i) {
-        Some(l) if l.spec.algorithm.windowed() => {
-            reserved.at_ms.saturating_add(offset.unwrap_or(0)) / l.spec.window_ms.max(1)
-        }
-        _ => reserved.marks.iter().find(|(j, _)| *j == i).map_or(0, |(_, m)| m.born_ms),
-    };
-    limits.iter().map(place).collect()
+/// Which way a waiting entry's units go: charged, or given back to these
+/// places.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Direction {
+    Charge,
+    Refund(Vec<u64>),
 }
 
-/// Refunds merged into one of a bucket carry the older mark: what was
-/// added to the bucket since then includes the newer reservation, so the
-/// sum gives back no more than the two would apart.
-fn keep_older_marks(into: &mut Option<Reserved>, from: Option<&Reserved>) {
-    let (Some(into), Some(from)) = (into.as_mut(), from) else { return };
-    for (i, mark) in &mut into.marks {
-        let older = from.marks.iter().find(|(j, m)| j == i && (mark.count + COUNT - m.count) % COUNT < COUNT / 2);
-        if let Some(&(_, m)) = older {
-            *mark = m;
-        }
+impl PendingCharge {
+    /// Its key among the waiting entries.
+    fn key(&self) -> (usize, String, Direction) {
+        let direction = self.refund.as_ref().map_or(Direction::Charge, |r| Direction::Refund(r.places.clone()));
+        (self.charge.rule, self.charge.identity.clone(), direction)
     }
 }
 
@@ -76,6 +117,17 @@ fn keep_older_marks(into: &mut Option<Reserved>, from: Option<&Reserved>) {
 fn max_amount(rule: &Rule) -> u64 {
     let top = (1u64 << 53) - 1;
     rule.limits.iter().filter(|l| l.counts == Counts::Cost).map(|l| top / l.spec.window_ms.max(1)).min().unwrap_or(0)
+}
+
+impl Waiting {
+    /// Charge job `job` (`c`) leaves the queue (for a call, or failed):
+    /// later charges of its client start a new entry.
+    pub(super) fn leave(&mut self, job: JobId, c: &PendingCharge) {
+        let key = c.key();
+        if self.0.get(&key) == Some(&job) {
+            self.0.remove(&key);
+        }
+    }
 }
 
 impl Worker {
@@ -92,7 +144,7 @@ impl Worker {
             Reported::Unreadable(why) => {
                 host.count(charge.rule, Event::UsageUnreadable);
                 let reason = format!("rule {}: {why}", rule.name);
-                if let Some(line) = self.incidents.record(Incident::UnreadableUsage, host.now_ms(), 1, units, &reason) {
+                if let Some(line) = self.incidents.record(Incident::UnreadableUsage, host.now(), 1, units, &reason) {
                     host.warn(&line);
                 }
             }
@@ -103,74 +155,47 @@ impl Worker {
         self.settle_units(host, charge, units);
     }
 
-    /// A reservation whose request never went on (its stream was gone
-    /// before the store's answer) is given back whole.
-    pub(super) fn give_back<H: Host>(&mut self, host: &H, charge: Charge) {
+    /// A reservation whose request never went on (refused after all, or
+    /// its stream gone before the store's answer) is given back whole.
+    pub(super) fn refund_whole<H: Host>(&mut self, host: &H, charge: Charge) {
         self.settle_units(host, charge, 0);
     }
 
-    /// Charges `units` (nothing when 0), or settles the charge's
-    /// reservation to them.
+    /// Charges `units` (nothing when 0); for a reservation, charges what
+    /// the response used past it, or gives back what it left.
     fn settle_units<H: Host>(&mut self, host: &H, mut charge: Charge, units: u64) {
         let Some(rule) = self.config.rules.get(charge.rule) else { return };
-        // A reservation is settled: what the response used past it is
-        // charged now, what it left is given back to where it was taken.
-        let (units, refund_at) = match &charge.reserved {
+        let (units, refund) = match &charge.reservation {
             None => (units, None),
             Some(r) if units >= r.units => (units - r.units, None),
-            Some(r) => (r.units - units, Some(r.at_ms)),
-        };
-        let kind = match (&charge.reserved, refund_at) {
-            (Some(r), Some(_)) => {
-                // A bucket gives back only with its mark.
-                let marked = |i: usize| r.marks.iter().any(|(j, _)| *j == i);
-                let back = |i: usize| rule.limits.get(i).is_some_and(|l| !l.spec.algorithm.tat() || marked(i));
-                charge.limits.retain(|&(i, _)| back(i));
-                Some(refund_places(rule, &charge.limits, r))
-            }
-            _ => None,
+            Some(r) => (r.units - units, Some(Refund::of(rule, &mut charge.limits, r))),
         };
         if units == 0 || charge.limits.is_empty() {
             return;
         }
+        let entry = PendingCharge { charge, amount: units, responses: 1, refund };
         let most = max_amount(rule);
-        let key = (charge.rule, charge.identity, kind);
-        if let Some(p) = self.waiting.0.get(&key).and_then(|id| self.charges.get_mut(id)) {
+        let key = entry.key();
+        if let Some(Job::Charge(p)) = self.waiting.0.get(&key).and_then(|&job| self.jobs.get_mut(job)) {
             if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
+                if let (Some(into), Some(from)) = (p.refund.as_mut(), entry.refund.as_ref()) {
+                    into.merge_marks(p.amount, from, units);
+                }
                 p.amount = sum;
                 p.responses += 1;
-                keep_older_marks(&mut p.charge.reserved, charge.reserved.as_ref());
                 return;
             }
         }
-        let charge = Charge { identity: key.1.clone(), ..charge };
-        let now = host.now_ms();
-        let pending = PendingCharge { charge, amount: units, responses: 1, refund_at };
-        if self.charges.len() >= MAX_CHARGES {
-            self.settle_charge(host, pending, Err(StoreError::Overloaded), now);
+        let now = host.now();
+        if self.jobs.charges() >= MAX_CHARGES {
+            self.settle_charge(host, entry, Err(StoreError::Overloaded), now);
             return;
         }
-        let id = self.next_charge;
-        self.next_charge = self.next_charge.wrapping_add(1);
-        self.charges.insert(id, pending);
-        self.waiting.0.insert(key, id);
-        let queued = self.queued(Owner::Charge(id), now).map(|q| self.queue.push(q));
+        let job = self.jobs.add(Job::Charge(entry));
+        self.waiting.0.insert(key, job);
+        let queued = self.queued(job, now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
-            self.refuse_overloaded(host, q.owner, now);
-        }
-        self.pump(host);
-    }
-
-    /// Charge `id` leaves the queue (for a call, or failed): later charges
-    /// of its client start a new entry.
-    pub(super) fn charge_leaves_queue(&mut self, id: u64) {
-        let Some(c) = self.charges.get(&id) else { return };
-        let rule = self.config.rules.get(c.charge.rule);
-        let reserved = c.charge.reserved.as_ref().filter(|_| c.refund_at.is_some());
-        let kind = rule.zip(reserved).map(|(rule, r)| refund_places(rule, &c.charge.limits, r));
-        let key = (c.charge.rule, c.charge.identity.clone(), kind);
-        if self.waiting.0.get(&key) == Some(&id) {
-            self.waiting.0.remove(&key);
+            self.refuse_overloaded(host, q.job, now);
         }
     }
 
@@ -184,7 +209,7 @@ impl Worker {
         host: &H,
         c: PendingCharge,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
         let config = &self.config;
         let Some(rule) = config.rules.get(c.charge.rule) else { return };
@@ -203,8 +228,8 @@ impl Worker {
                     }
                     if retry > 0 {
                         let entry = DenyEntry {
-                            deny_until_ms: at.saturating_add(retry),
-                            reset_at_ms: at.saturating_add(d.reset_ms),
+                            deny_until: at.after(retry),
+                            reset_at: at.after(d.reset_ms),
                             remaining: d.remaining,
                         };
                         cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
@@ -213,9 +238,9 @@ impl Worker {
             }
             // A refund the store did not take leaves the client charged its
             // worst case: it pays more, never less, and nothing is spent here.
-            Err(e) if c.refund_at.is_some() => {
+            Err(e) if c.refund.is_some() => {
                 let reason = e.to_string();
-                let now = host.now_ms();
+                let now = host.now();
                 if let Some(line) = self.incidents.record(Incident::LostRefund, now, c.responses, c.amount, &reason) {
                     host.warn(&line);
                 }
@@ -229,7 +254,7 @@ impl Worker {
                     .filter_map(|&(limit, _)| rule.limits.get(limit))
                     .map(|l| fallback_limit(rule, l, &c.charge.digest, c.amount))
                     .collect();
-                let now = host.now_ms();
+                let now = host.now();
                 fallback::charge(host, config.deny_cache.slots, &limits, now);
                 let reason = e.to_string();
                 if let Some(line) = self.incidents.record(Incident::LostCharge, now, c.responses, c.amount, &reason) {

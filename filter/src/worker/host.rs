@@ -6,11 +6,12 @@ use crate::response::LocalReply;
 use crate::shared::SharedData;
 use crate::store::transport::Wire;
 use crate::store::StoreError;
+use crate::time::Instant;
 
 /// The host's services.
 pub trait Host: SharedData + Metrics {
-    /// Milliseconds since the epoch.
-    fn now_ms(&self) -> u64;
+    /// The wall clock's instant now.
+    fn now(&self) -> Instant;
     /// A uniformly random number.
     fn random(&self) -> u64;
     /// Sends `wire` to the store (from the root context, so a call outlives

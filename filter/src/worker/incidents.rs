@@ -4,6 +4,8 @@
 //! so a failing store cannot flood the log, a new outage is logged at once,
 //! and the timer flushes what a burst left uncounted once it stops.
 
+use crate::time::Instant;
+
 /// Minimum time between two lines of one kind on one worker.
 pub const LOG_INTERVAL_MS: u64 = 10_000;
 
@@ -51,7 +53,8 @@ impl Incidents {
     /// Counts `n` incidents of `kind` (`units`: charged units lost) at
     /// `now_ms` for `reason`; the line to log when one is due (the first,
     /// or the first after the interval).
-    pub fn record(&mut self, kind: Incident, now_ms: u64, n: u64, units: u64, reason: &str) -> Option<String> {
+    pub fn record(&mut self, kind: Incident, now: Instant, n: u64, units: u64, reason: &str) -> Option<String> {
+        let now_ms = now.ms();
         let t = &mut self.tallies[kind as usize];
         t.since = t.since.saturating_add(n);
         t.units = t.units.saturating_add(units);
@@ -60,16 +63,17 @@ impl Incidents {
             t.reason.push_str(reason);
         }
         let due = t.last_logged_ms.is_none_or(|at| now_ms.saturating_sub(at) >= LOG_INTERVAL_MS);
-        due.then(|| Self::line(kind, t, now_ms))
+        due.then(|| Self::line(kind, t, now))
     }
 
     /// Lines for what was counted but not logged, once its interval passed.
-    pub fn flush(&mut self, now_ms: u64) -> Vec<String> {
+    pub fn flush(&mut self, now: Instant) -> Vec<String> {
+        let now_ms = now.ms();
         let mut lines = Vec::new();
         for kind in Incident::ALL {
             let t = &mut self.tallies[kind as usize];
             if t.since > 0 && t.last_logged_ms.is_none_or(|at| now_ms.saturating_sub(at) >= LOG_INTERVAL_MS) {
-                lines.push(Self::line(kind, t, now_ms));
+                lines.push(Self::line(kind, t, now));
             }
         }
         lines
@@ -80,7 +84,8 @@ impl Incidents {
         self.tallies.iter().any(|t| t.since > 0)
     }
 
-    fn line(kind: Incident, t: &mut Tally, now_ms: u64) -> String {
+    fn line(kind: Incident, t: &mut Tally, now: Instant) -> String {
+        let now_ms = now.ms();
         t.last_logged_ms = Some(now_ms);
         let (n, units) = (std::mem::take(&mut t.since), std::mem::take(&mut t.units));
         let reason = &t.reason;
@@ -115,39 +120,39 @@ mod tests {
         let mut log = Incidents::default();
         let e = Incident::StoreError;
         assert_eq!(
-            log.record(e, 0, 1, 0, "store answered HTTP 503").as_deref(),
+            log.record(e, Instant::from_ms(0), 1, 0, "store answered HTTP 503").as_deref(),
             Some("ratelimit: store answered HTTP 503 (1 store errors on this worker since the last such line)")
         );
         for t in 1..10_000 {
-            assert_eq!(log.record(e, t, 1, 0, "store answered HTTP 503"), None);
+            assert_eq!(log.record(e, Instant::from_ms(t), 1, 0, "store answered HTTP 503"), None);
         }
-        let line = log.record(e, 10_000, 1, 0, "store answered HTTP 504").unwrap();
+        let line = log.record(e, Instant::from_ms(10_000), 1, 0, "store answered HTTP 504").unwrap();
         assert_eq!(
             line,
             "ratelimit: store answered HTTP 504 (10000 store errors on this worker since the last such line)"
         );
         // A new outage long after thousands of errors is logged at once.
-        assert!(log.record(e, 1_000_000, 1, 0, "x").unwrap().contains("(1 store errors"));
+        assert!(log.record(e, Instant::from_ms(1_000_000), 1, 0, "x").unwrap().contains("(1 store errors"));
     }
 
     #[test]
     #[wasm_bindgen_test]
     fn the_timer_flushes_what_a_burst_left_and_each_kind_keeps_its_own_interval() {
         let mut log = Incidents::default();
-        assert!(log.record(Incident::LostCharge, 0, 2, 700, "store answered HTTP 503").is_some());
-        assert_eq!(log.record(Incident::LostCharge, 5, 3, 30, "store answered HTTP 503"), None);
-        let first = log.record(Incident::Overloaded, 5, 1, 0, "65536 decisions wait").unwrap();
+        assert!(log.record(Incident::LostCharge, Instant::from_ms(0), 2, 700, "store answered HTTP 503").is_some());
+        assert_eq!(log.record(Incident::LostCharge, Instant::from_ms(5), 3, 30, "store answered HTTP 503"), None);
+        let first = log.record(Incident::Overloaded, Instant::from_ms(5), 1, 0, "65536 decisions wait").unwrap();
         assert_eq!(
             first,
             "ratelimit: 1 decisions refused since the last such line: 65536 decisions wait; their rules' failure policies applied"
         );
         assert!(log.unlogged());
-        assert!(log.flush(9_999).is_empty(), "not before the interval");
+        assert!(log.flush(Instant::from_ms(9_999)).is_empty(), "not before the interval");
         assert_eq!(
-            log.flush(10_000),
+            log.flush(Instant::from_ms(10_000)),
             ["ratelimit: 3 charges (30 units) could not be stored since the last such line (store answered HTTP 503); they were counted in the local fallback bucket"]
         );
         assert!(!log.unlogged());
-        assert!(log.flush(100_000).is_empty(), "nothing new");
+        assert!(log.flush(Instant::from_ms(100_000)).is_empty(), "nothing new");
     }
 }

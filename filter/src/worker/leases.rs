@@ -9,10 +9,11 @@
 //! decision's answer is kept as the view instead.
 
 use crate::keys::HashSlot;
-use std::cell::RefCell;
+use crate::time::Instant;
 use std::collections::BTreeSet;
 
-use super::{Host, Owner, Worker};
+use super::jobs::Job;
+use super::{Host, Worker};
 use crate::lease::{self, Heat, LeaseRecord, LeaseTable, LeasedLimit};
 use crate::metrics::Event;
 use crate::outcome::LimitOutcome;
@@ -34,20 +35,18 @@ pub(super) struct LeaseAsk {
     /// The decision's limits, each used `requests` times its units.
     pub(super) limits: Vec<PlannedLimit>,
     /// When it was asked: its windows are those of this instant or later.
-    asked_at_ms: u64,
+    asked_at: Instant,
 }
 
 /// What the worker keeps for leases.
 #[derive(Debug, Default)]
 pub(super) struct Leases {
-    pub(super) heat: RefCell<Heat>,
-    pub(super) asks: crate::id_map::IdMap<u64, LeaseAsk>,
+    pub(super) heat: Heat,
     /// Fingerprints with an ask in flight: one at a time per identity.
     asking: BTreeSet<u64>,
     /// Hot fingerprints with no view of their limits yet: their next
     /// decision's answer is kept as one. A hint: emptied when full.
     viewing: BTreeSet<u64>,
-    next: u64,
 }
 
 impl Leases {
@@ -59,15 +58,15 @@ impl Leases {
 
 impl Worker {
     /// The lease decision a hot client's `d` brings along, if any, queued.
-    pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: u64) {
+    pub(super) fn ask_lease<H: Host>(&mut self, host: &H, d: &PlannedDecision, now: Instant) {
         let Some(c) = &d.lease else { return };
         let leases = &mut self.leases;
-        if leases.asking.contains(&c.fingerprint) || leases.asks.len() >= MAX_LEASE_ASKS {
+        if leases.asking.contains(&c.fingerprint) || leases.asking.len() >= MAX_LEASE_ASKS {
             return;
         }
         // Counted as the request was read (see `pipeline`). A client that
         // is not hot asks nothing and costs no shared-data read.
-        let heat = leases.heat.borrow().estimate(c.fingerprint, now, c.params.max_age_ms);
+        let heat = leases.heat.estimate(c.fingerprint, now, c.params.max_age_ms);
         if heat < lease::HOT_AFTER {
             return;
         }
@@ -94,8 +93,6 @@ impl Worker {
             let Some(units) = per.checked_mul(requests) else { return };
             limits.push(PlannedLimit { op: crate::spec::Op::Use(units), ..*l });
         }
-        let id = leases.next;
-        leases.next = leases.next.wrapping_add(1);
         leases.asking.insert(c.fingerprint);
         let ask = LeaseAsk {
             candidate: c.clone(),
@@ -104,12 +101,12 @@ impl Worker {
             identity: d.identity.clone(),
             slot: d.slot,
             limits,
-            asked_at_ms: now,
+            asked_at: now,
         };
-        leases.asks.insert(id, ask);
-        let queued = self.queued(Owner::Lease(id), now).map(|q| self.queue.push(q));
+        let job = self.jobs.add(Job::Lease(ask));
+        let queued = self.queued(job, now).map(|q| self.queue.push(q));
         if let Some(Err(q)) = queued {
-            self.deliver(host, q.owner, Err(StoreError::Overloaded), now);
+            self.deliver(host, q.job, Err(StoreError::Overloaded), now);
         }
     }
 
@@ -117,11 +114,10 @@ impl Worker {
     pub(super) fn settle_lease<H: Host>(
         &mut self,
         host: &H,
-        id: u64,
+        ask: LeaseAsk,
         result: Result<Vec<LimitOutcome>, StoreError>,
-        at: u64,
+        at: Instant,
     ) {
-        let Some(ask) = self.leases.asks.remove(&id) else { return };
         self.leases.asking.remove(&ask.candidate.fingerprint);
         // A store that failed granted nothing; the request's own decision
         // follows its rule's policy.
@@ -140,13 +136,13 @@ impl Worker {
             .collect();
         let lease = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: lease::expires_at(ask.asked_at_ms, c.params.max_age_ms, &ends),
+            expires_at_ms: lease::expires_at(ask.asked_at, c.params.max_age_ms, &ends),
             requests_left: granted,
             granted,
-            granted_at_ms: at,
+            granted_at_ms: at.ms(),
             limits: view(c, &outcomes, at),
         };
-        LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now_ms());
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(lease, host.now());
         if granted > 0 {
             for &r in &ask.rules {
                 host.count(r, Event::LeaseGranted);
@@ -158,30 +154,30 @@ impl Worker {
     /// store decided it): if its client waits for a view, the answer is
     /// kept as one, a record of no requests (it never pushes out another
     /// client's live lease).
-    pub(super) fn keep_view<H: Host>(&mut self, host: &H, c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) {
+    pub(super) fn keep_view<H: Host>(&mut self, host: &H, c: &LeaseCandidate, outcomes: &[LimitOutcome], at: Instant) {
         if outcomes.len() != c.limits.len() || !self.leases.viewing.remove(&c.fingerprint) {
             return;
         }
         let record = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: at,
+            expires_at_ms: at.ms(),
             requests_left: 0,
             granted: 0,
-            granted_at_ms: at,
+            granted_at_ms: at.ms(),
             limits: view(c, outcomes, at),
         };
-        LeaseTable::new(host, self.config.deny_cache.slots).grant(record, host.now_ms());
+        LeaseTable::new(host, self.config.deny_cache.slots).grant(record, host.now());
     }
 }
 
 /// What the store said of each limit of `c` at `at`, for the next ask.
-fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: u64) -> Vec<LeasedLimit> {
+fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: Instant) -> Vec<LeasedLimit> {
     outcomes
         .iter()
         .zip(c.per_request())
         .map(|(o, per_request)| LeasedLimit {
             remaining_at_grant: o.remaining,
-            reset_at_ms: at.saturating_add(o.reset_ms),
+            reset_at_ms: at.after(o.reset_ms).ms(),
             per_request,
         })
         .collect()

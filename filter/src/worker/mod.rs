@@ -1,28 +1,33 @@
-//! One worker (one VM): its requests waiting for the store, the decisions
-//! queued for a call, the calls in flight, and the store's INFO. Pure and
+//! One worker (one VM): its streams, the store operations queued for a
+//! call, the calls in flight, and the store's INFO. Pure and
 //! host-independent: the glue feeds it the host's callbacks and carries
 //! out what it asks through `Host`.
 //!
-//! A decision that arrives when fewer than `max_in_flight` calls are out
-//! goes at once; the others queue and leave together in the next call.
-//! Every call is sent from the root context, so a stream that goes away
-//! takes only its own decisions out of a batch. Every table here is
-//! bounded: the streams by `MAX_STREAMS` and their age (past it, those
-//! older than the store's timeout allows are forgotten; see `MAX_STREAMS`),
-//! the queue by `MAX_QUEUED` (a decision beyond it is refused as
-//! overloaded), the charges by `MAX_CHARGES` (merged per client while
-//! they wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept
-//! when the host never answers).
+//! Each stream owns what it has taken (`stream::Stream`), and one teardown
+//! ends it all (`end_stream`). Each store operation in the queue or in a
+//! call has one owner in one table (`jobs`). A decision that arrives when
+//! fewer than `max_in_flight` calls are out goes at once; the others queue
+//! and leave together in the next call. Every call is sent from the root
+//! context, so a stream that goes away takes only its own decisions out of
+//! a batch. Every table is bounded: the streams by `MAX_STREAMS` and their
+//! age, the queue by `MAX_QUEUED` (a decision beyond it is refused as
+//! overloaded), the charges by `MAX_CHARGES` (merged per client while they
+//! wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept when
+//! the host never answers).
 
 mod body_wait;
 mod calls;
 mod charges;
+mod claims;
+mod decide;
 mod host;
 mod incidents;
+mod jobs;
 mod leases;
+mod permits;
 mod response;
-mod slots;
 mod stats;
+mod stream;
 mod stream_usage;
 mod usage_watch;
 
@@ -31,6 +36,7 @@ mod tests;
 
 use crate::id_map::IdMap;
 use crate::keys::HashSlot;
+use crate::time::Instant;
 
 pub use body_wait::{body_tick_ms, BodyAction};
 pub use host::Host;
@@ -38,17 +44,15 @@ pub use incidents::{Incident, Incidents};
 pub use usage_watch::{ResponseSource, MAX_DECODERS, MAX_USAGE_BODY};
 
 use crate::config::Config;
-use crate::outcome::LimitOutcome;
-use crate::pipeline::{begin_request, Env, Outcome, Pending, Start};
 use crate::request::{Body, Request, RequestSource};
-use crate::response::Headers;
 use crate::store::batcher::{Batchable, Batcher};
 use crate::store::flow::Stage;
 use crate::store::script_call::ScriptCall;
 use crate::store::transport;
 use crate::store::StoreError;
-use crate::usage::UsageStripper;
-use usage_watch::{Decoders, UsageWatch};
+use jobs::{JobId, Jobs};
+use stream::{Phase, Stream};
+use usage_watch::Decoders;
 
 /// Decisions and charges waiting for a call, per worker, at most (one more
 /// is refused as overloaded): as many as `MAX_STREAMS`, so a burst of
@@ -68,28 +72,6 @@ pub const MAX_STREAMS: usize = 65_536;
 /// never does must not hold memory or requests).
 pub const UNANSWERED_GRACE_MS: u64 = 1_000;
 
-/// What the host does with the request after its headers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Let it through now.
-    Continue,
-    /// Hold it: the worker resumes or answers it later (or has answered it).
-    Pause,
-}
-
-/// Whose decision a queued or in-flight entry is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Owner {
-    /// Decision `decision` of the request of stream `stream`.
-    Stream { stream: u32, decision: usize },
-    /// A charge after a response (it outlives its stream).
-    Charge(u64),
-    /// A lease asked with a hot client's decision.
-    Lease(u64),
-    /// A concurrency slot's release or renewal.
-    Slot(u64),
-}
-
 /// The shortest timer period the worker asks for.
 pub const MIN_TICK_MS: u64 = 5;
 
@@ -103,14 +85,53 @@ pub const MAX_CHARGES: usize = 16_384;
 /// Envoy must allow this many requests per worker.
 pub const MAX_FLIGHTS: usize = 64;
 
-/// A decision waiting for a call.
+/// What the host does with the request after its headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Let it through now.
+    Continue,
+    /// Hold it: the worker resumes or answers it later (or has answered it).
+    Pause,
+}
+
+/// Which callback of the host runs: what may be resumed or answered from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Callback {
+    /// A callback of stream `0`'s request: its outcome is that callback's
+    /// answer, not a resumption.
+    Request(u32),
+    /// Another callback of a stream (its response, its end): that stream
+    /// may be resumed, but a pinned host (NGINX) starts no call there.
+    Stream(Option<u32>),
+    /// A store answer, which a pinned host delivers in the context of the
+    /// stream that made the call: that stream may be resumed, and calls
+    /// may start.
+    Answer(Option<u32>),
+    /// The timer, on the root.
+    Timer,
+}
+
+impl Callback {
+    /// The stream whose callback runs, if any.
+    fn stream(self) -> Option<u32> {
+        match self {
+            Callback::Request(s) => Some(s),
+            Callback::Stream(s) | Callback::Answer(s) => s,
+            Callback::Timer => None,
+        }
+    }
+}
+
+/// A store operation waiting for a call.
 #[derive(Debug)]
 struct Queued {
-    owner: Owner,
+    job: JobId,
+    /// The stream it decides for, if it is a stream's decision.
+    stream: Option<u32>,
     slot: HashSlot,
     size: usize,
     /// When it was queued.
-    since_ms: u64,
+    since: Instant,
 }
 
 impl Batchable for Queued {
@@ -120,137 +141,85 @@ impl Batchable for Queued {
     fn size(&self) -> usize {
         self.size
     }
-    fn since_ms(&self) -> u64 {
-        self.since_ms
+    fn since(&self) -> Instant {
+        self.since
     }
 }
 
 /// A store call in flight.
 #[derive(Debug)]
 struct Flight {
-    owners: Vec<Owner>,
+    jobs: Vec<JobId>,
     slots: Vec<HashSlot>,
     call: ScriptCall,
     stage: Stage,
     /// When the first message went (the call's latency).
-    started_ms: u64,
+    started: Instant,
     /// When the latest message went (its timeout).
-    sent_ms: u64,
-}
-
-/// A request the worker keeps state for.
-#[derive(Debug)]
-struct StreamState {
-    pending: Option<Pending>,
-    headers: Headers,
-    /// Charges waiting for the response to report the usage.
-    usage: Vec<UsageWatch>,
-    /// Concurrency slots held until the stream ends.
-    holds: Vec<slots::HeldSlot>,
-    /// The filter made the request ask for its usage: the client's stream
-    /// is given back without it.
-    asked_usage: bool,
-    /// Taking the usage back out of the response body, once it began.
-    stripper: Option<UsageStripper>,
-    /// Request body bytes the filter saw (read whole, or counted as they
-    /// passed): what a charge without a usage report estimates the prompt from.
-    request_bytes: u64,
-    created_ms: u64,
-}
-
-impl StreamState {
-    fn new(now: u64) -> StreamState {
-        StreamState {
-            pending: None,
-            headers: Vec::new(),
-            usage: Vec::new(),
-            holds: Vec::new(),
-            asked_usage: false,
-            stripper: None,
-            request_bytes: 0,
-            created_ms: now,
-        }
-    }
-
-    /// Nothing left to do for it before it ends.
-    fn done(&self) -> bool {
-        self.pending.is_none()
-            && self.headers.is_empty()
-            && self.usage.is_empty()
-            && self.holds.is_empty()
-            && self.stripper.is_none()
-    }
+    sent: Instant,
 }
 
 /// The worker.
 #[derive(Debug)]
 pub struct Worker {
     config: Config,
-    streams: IdMap<u32, StreamState>,
-    charges: IdMap<u64, charges::PendingCharge>,
+    streams: IdMap<u32, Stream>,
+    /// Streams decided in the callback that runs, whose outcomes are
+    /// carried out before it returns.
+    ready: Vec<u32>,
+    jobs: Jobs,
     waiting: charges::Waiting,
-    next_charge: u64,
     queue: Batcher<Queued>,
     flights: IdMap<u32, Flight>,
     info: Option<(u32, u64)>,
     /// When the store's INFO was last asked for.
-    last_info_ms: Option<u64>,
+    last_info: Option<Instant>,
     incidents: Incidents,
     decoders: Decoders,
     leases: leases::Leases,
-    slots: slots::Slots,
-    /// The timer period renewing slots needs (with concurrency limits).
-    slot_tick_ms: Option<u64>,
+    /// The timer period renewing permits needs (with concurrency limits).
+    permit_tick_ms: Option<u64>,
     stats: stats::StatsWatch,
-    /// The stream whose request callback is running: its outcome is
-    /// returned, not resumed.
-    current: Option<u32>,
-    current_outcome: Option<Outcome>,
-    /// The host ignores `proxy_set_effective_context` (NGINX): a call is
-    /// answered in the context that made it, and only that context can be
-    /// resumed or answered. So each stream's decisions go out in their own
-    /// call from their own callback, and everything else (charges, slot
-    /// releases and renewals, lease asks) from the timer, in the root.
+    /// The host ignores `proxy_set_effective_context` (NGINX), set once: a
+    /// call is answered in the context that made it, and only that
+    /// context can be resumed or answered. So each stream's decisions go
+    /// out in their own call from their own callback, and everything else
+    /// (charges, permit releases and renewals, lease asks) from the timer,
+    /// in the root.
     pinned: bool,
-    /// The stream whose callback runs, when `pinned`.
-    pinned_to: Option<u32>,
-    /// Requests whose decision waits for their body.
-    body_waits: IdMap<u32, body_wait::BodyWait>,
     /// The timer period waiting bodies need (with rules reading bodies).
     body_tick_ms: Option<u64>,
+    /// Streams whose request waits for its body (`Phase::Body`).
+    bodies_waiting: usize,
     /// When a body that never came was last logged.
-    body_timeout_logged_ms: Option<u64>,
+    body_timeout_logged: Option<Instant>,
 }
 
 impl Worker {
     /// A worker for `config`, started at `now_ms` (the first INFO is asked
     /// for one `stats_interval` later).
-    pub fn new(config: Config, now_ms: u64) -> Worker {
-        let slot_tick_ms = slots::tick_ms(&config);
+    pub fn new(config: Config, now: Instant) -> Worker {
+        let permit_tick_ms = permits::tick_ms(&config);
         let body_tick_ms = body_tick_ms(&config);
         Worker {
             config,
             streams: IdMap::default(),
-            charges: IdMap::default(),
+            ready: Vec::new(),
+            jobs: Jobs::default(),
             waiting: charges::Waiting::default(),
-            next_charge: 0,
             queue: Batcher::new(MAX_QUEUED),
             flights: IdMap::default(),
             info: None,
-            last_info_ms: Some(now_ms),
+            last_info: Some(now),
             incidents: Incidents::default(),
             decoders: Decoders::default(),
             leases: leases::Leases::default(),
-            slots: slots::Slots::default(),
-            slot_tick_ms,
+            permit_tick_ms,
             stats: stats::StatsWatch::default(),
-            current: None,
             pinned: false,
-            pinned_to: None,
-            current_outcome: None,
-            body_waits: IdMap::default(),
             body_tick_ms,
-            body_timeout_logged_ms: None,
+            bodies_waiting: 0,
+            body_timeout_logged: None,
         }
     }
 
@@ -259,13 +228,9 @@ impl Worker {
         &self.config
     }
 
-    /// Calls in flight, decisions queued, streams tracked (for tests).
+    /// Calls in flight, operations queued, streams tracked (for tests).
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.flights.len(), self.queue.len(), self.streams.len())
-    }
-
-    fn env<'a, H: Host>(config: &'a Config, host: &'a H, leases: &'a leases::Leases) -> Env<'a, H, H> {
-        Env { config, shared: host, metrics: host, random: host.random(), heat: Some(&leases.heat) }
     }
 
     /// The host ignores `proxy_set_effective_context`: see `pinned`.
@@ -289,7 +254,7 @@ impl Worker {
         request: &R,
         end_of_stream: bool,
     ) -> Action {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         let empty;
         let req = match self.body_tick_ms.is_some() && end_of_stream {
@@ -303,260 +268,72 @@ impl Worker {
             // NGINX never handed the body over while the headers waited:
             // refused, never decided without it (see `body_unsupported`).
             if let Some(reply) = self.body_unsupported(host, &req) {
-                return self.apply_now(host, stream, Outcome::Reply(reply), now);
+                host.reply(stream, &reply);
+                return Action::Pause;
             }
         }
         if self.body_tick_ms.is_some() && !end_of_stream {
             if let Some(wait) = self.body_wait(&req, now) {
-                self.body_waits.insert(stream, wait);
-                return Action::Pause;
+                self.track(host, stream, Stream::new(Phase::Body(wait), now), now);
+                self.bodies_waiting += 1;
+                return self.finish_callback(host, Callback::Request(stream));
             }
         }
-        self.decide(host, stream, &req, now)
+        self.decide(host, stream, &req, now);
+        self.finish_callback(host, Callback::Request(stream))
     }
 
-    /// Decides a request whose headers (and body, if a rule reads it) are in.
-    fn decide<H: Host, R: RequestSource + ?Sized>(
-        &mut self,
-        host: &H,
-        stream: u32,
-        req: &Request<'_, R>,
-        now: u64,
-    ) -> Action {
-        // The instant read above: one clock hostcall a request.
-        let start = begin_request(&Self::env(&self.config, host, &self.leases), req, || now);
-        self.ask_for_identity_encoding(host, req);
-        let pending = match start {
-            Start::Done(outcome) => return self.apply_now(host, stream, outcome, now),
-            Start::Wait(pending) => pending,
-        };
-        let waiting: Vec<usize> = (0..pending.decisions.len()).filter(|&i| pending.decisions[i].is_waiting()).collect();
-        let hot: Vec<usize> = waiting.iter().copied().filter(|&i| pending.decisions[i].lease.is_some()).collect();
-        if self.streams.len() >= MAX_STREAMS {
-            self.forget_old_streams(host, now);
-        }
-        self.streams.insert(stream, StreamState { pending: Some(pending), ..StreamState::new(now) });
-        self.current = Some(stream);
-        self.pinned_to = Some(stream);
-        for decision in waiting {
-            let owner = Owner::Stream { stream, decision };
-            let Some(item) = self.queued(owner, now) else { continue };
-            if let Err(item) = self.queue.push(item) {
-                self.refuse_overloaded(host, item.owner, now);
-            }
-        }
-        for decision in hot {
-            let Some(pending) = self.streams.get(&stream).and_then(|s| s.pending.as_ref()) else { break };
-            let Some(d) = pending.decisions.get(decision) else { continue };
-            // Cloned out of the stream's state, which asking borrows mutably.
-            let d = d.clone();
-            self.ask_lease(host, &d, now);
-        }
-        self.pump(host);
-        self.current = None;
-        self.pinned_to = None;
-        match self.current_outcome.take() {
-            Some(outcome) => self.apply_now(host, stream, outcome, now),
-            None => Action::Pause,
-        }
-    }
-
-    /// A request a rule reading usage from the response body applies to
-    /// asks the upstream for an uncompressed answer (`accept-encoding:
-    /// identity`), so that no client can make its usage unreadable by
-    /// asking for compression. (An upstream that compresses anyway is
-    /// decoded; see `usage_watch`.)
-    fn ask_for_identity_encoding<H: Host, R: RequestSource + ?Sized>(&self, host: &H, req: &Request<'_, R>) {
-        if self.config.rules.iter().any(|r| r.reads_body() && r.matcher.matches_headers(req)) {
-            host.set_request_header("accept-encoding", "identity");
-        }
-    }
-
-    /// Carries out an outcome known inside the request callback.
-    fn apply_now<H: Host>(&mut self, host: &H, stream: u32, outcome: Outcome, now: u64) -> Action {
-        match outcome {
-            Outcome::Continue(headers, charges, holds) => {
-                if headers.is_empty() && charges.is_empty() && holds.is_empty() {
-                    self.streams.remove(&stream);
-                } else {
-                    if self.streams.len() >= MAX_STREAMS {
-                        self.forget_old_streams(host, now);
-                    }
-                    let usage = charges.into_iter().map(UsageWatch::new).collect();
-                    let holds = holds.into_iter().map(|h| slots::HeldSlot::new(h, now)).collect();
-                    self.streams.insert(stream, StreamState { headers, usage, holds, ..StreamState::new(now) });
-                }
-                Action::Continue
-            }
-            Outcome::Reply(r) => {
-                self.streams.remove(&stream);
-                host.reply(stream, &r);
-                Action::Pause
-            }
-        }
-    }
-
-    /// Gives one decision its result (`at`: the instant the store decided
-    /// it); carries out the request's outcome once all its decisions are in.
-    /// A stream's decision was decided on `clock_ms`: kept with it, for
-    /// the reservation it may settle.
-    fn decided_on(&mut self, owner: Owner, clock_ms: u64) {
-        if let Owner::Stream { stream, decision } = owner {
-            match self.streams.get_mut(&stream).and_then(|s| s.pending.as_mut()) {
-                Some(p) => p.decided_on(decision, clock_ms),
-                None => self.orphan_decided_on(stream, decision, clock_ms),
-            }
-        }
-    }
-
-    fn deliver<H: Host>(&mut self, host: &H, owner: Owner, result: Result<Vec<LimitOutcome>, StoreError>, at: u64) {
-        let (stream, decision) = match owner {
-            Owner::Stream { stream, decision } => (stream, decision),
-            Owner::Charge(id) => {
-                self.charge_leaves_queue(id);
-                if let Some(c) = self.charges.remove(&id) {
-                    self.settle_charge(host, c, result, at);
-                }
-                return;
-            }
-            Owner::Lease(id) => return self.settle_lease(host, id, result, at),
-            Owner::Slot(id) => return self.settle_slot(host, id, result, at),
-        };
-        let Some(state) = self.streams.get_mut(&stream) else {
-            return self.settle_orphan(host, stream, decision, &result);
-        };
-        let Some(pending) = state.pending.as_mut() else { return };
-        if let Ok(outcomes) = &result {
-            let waiting = self.leases.waits_for_views();
-            if let Some(c) = pending.decisions.get(decision).and_then(|d| d.lease.clone()).filter(|_| waiting) {
-                self.keep_view(host, &c, outcomes, at);
-            }
-        }
-        let Some(state) = self.streams.get_mut(&stream) else { return };
-        let Some(pending) = state.pending.as_mut() else { return };
-        let Some(outcome) = pending.on_reply(&Self::env(&self.config, host, &self.leases), decision, result) else {
-            return;
-        };
-        let stranded = pending.take_stranded();
-        let given_back = pending.take_stranded_reservations();
-        state.pending = None;
-        if !stranded.is_empty() {
-            self.release_slots(host, stranded);
-        }
-        for charge in given_back {
-            self.give_back(host, charge);
-        }
-        // A pinned host can resume or answer a stream only from its own
-        // callbacks. Decided elsewhere (a call swept on the timer), the
-        // host resumes it once its call ends: its own timeout is the
-        // store's, and comes first with an error that decides it there.
-        if self.pinned && self.pinned_to != Some(stream) {
-            return;
-        }
-        if self.current == Some(stream) {
-            self.current_outcome = Some(outcome);
-            return;
-        }
-        let Some(state) = self.streams.get_mut(&stream) else { return };
-        match outcome {
-            Outcome::Continue(headers, charges, holds) => {
-                if headers.is_empty() && charges.is_empty() && holds.is_empty() {
-                    self.streams.remove(&stream);
-                } else {
-                    state.headers = headers;
-                    state.usage = charges.into_iter().map(UsageWatch::new).collect();
-                    state.holds = holds.into_iter().map(|h| slots::HeldSlot::new(h, at)).collect();
-                }
-                host.resume(stream);
-            }
-            Outcome::Reply(r) => {
-                self.streams.remove(&stream);
-                host.reply(stream, &r);
-            }
-        }
-    }
-
-    /// Stream `stream` is gone: its state and queued decisions go too
-    /// (decisions in a call in flight are dropped when it returns). A
-    /// charge whose usage never arrived (the stream was reset, by either
-    /// side) is charged what was read or delivered (see `usage_watch`).
+    /// Stream `stream` is gone (the client or the upstream ended it, or the
+    /// host deleted its context): it ends, and everything it took (see
+    /// `end_stream`).
     pub fn on_stream_end<H: Host>(&mut self, host: &H, stream: u32) {
-        self.body_waits.remove(&stream);
-        let Some(state) = self.streams.remove(&stream) else { return };
-        let mut given_back = Vec::new();
-        if let Some(pending) = &state.pending {
-            // Decisions that answered took their slots already; the request
-            // was never decided whole, so nothing else will release them.
-            given_back = pending.taken_so_far();
-            for charge in pending.reserved_so_far(&self.config) {
-                self.give_back(host, charge);
-            }
-            self.queue.remove_where(|q| matches!(q.owner, Owner::Stream { stream: s, .. } if s == stream));
-            // A slot a decision in flight takes is released when it comes.
-            for (i, d) in pending.decisions.iter().enumerate().filter(|(_, d)| d.is_waiting()) {
-                let owner = Owner::Stream { stream, decision: i };
-                if let Some(f) = self.flights.values().find(|f| f.owners.contains(&owner)) {
-                    let clock_ms = f.call.now_ms;
-                    self.orphan(stream, i, d, clock_ms);
-                }
-            }
-        }
-        for mut watch in state.usage {
-            let reported = watch.on_end();
-            self.submit_charge(host, watch.charge, reported, state.request_bytes);
-        }
-        given_back.extend(state.holds.into_iter().map(|h| h.hold));
-        if !given_back.is_empty() {
-            self.release_slots(host, given_back);
-        }
+        self.end_stream(host, stream);
+        self.finish_callback(host, Callback::Stream(None));
     }
 
     /// The timer: gives up on calls the host never answered, sends
     /// decisions that waited too long for a call slot (up to
-    /// `MAX_FLIGHTS` calls in flight), logs what was counted but not yet
-    /// logged, and asks the store for its INFO every `stats_interval` (one
-    /// at a time).
+    /// `MAX_FLIGHTS` calls in flight), answers bodies that never came,
+    /// renews permits, logs what was counted but not yet logged, and asks
+    /// the store for its INFO every `stats_interval` (one at a time).
     pub fn on_tick<H: Host>(&mut self, host: &H) {
-        let now = host.now_ms();
+        let now = host.now();
         self.sweep(host, now);
         self.expire_body_waits(host, now);
-        self.renew_slots(host, now);
+        self.renew_permits(host, now);
         let fill = self.fill();
         let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);
         if self.pinned {
             // From the root context: all but streams' own decisions.
-            self.send_matching(host, fill, most, |q| !matches!(q.owner, Owner::Stream { .. }));
+            self.send_matching(host, fill, most, |q| q.stream.is_none());
         }
         while !self.pinned
             && self.flights.len() < most
-            && self.queue.oldest_since_ms().is_some_and(|since| now.saturating_sub(since) >= self.max_wait_ms())
+            && self.queue.oldest_since().is_some_and(|since| now.since(since) >= self.max_wait_ms())
         {
             self.send_next(host, fill);
         }
         for line in self.incidents.flush(now) {
             host.warn(&line);
         }
-        let due = self.last_info_ms.is_none_or(|t| now.saturating_sub(t) >= self.config.store.stats_interval.ms());
+        let due = self.last_info.is_none_or(|t| now.since(t) >= self.config.store.stats_interval.ms());
         if self.info.is_none() && due {
-            self.last_info_ms = Some(now);
+            self.last_info = Some(now);
             match host.send(&transport::info(self.config.store.transport), false) {
-                Ok(token) => self.info = Some((token, now)),
+                Ok(token) => self.info = Some((token, now.ms())),
                 Err(e) => self.on_info(host, Err(e)),
             }
         }
+        self.finish_callback(host, Callback::Timer);
     }
 
-    /// A decision or charge refused because `MAX_QUEUED` already wait: its
-    /// rule's failure policy (a charge: the fallback), counted and logged
-    /// as overloaded, never as a store error.
-    fn refuse_overloaded<H: Host>(&mut self, host: &H, owner: Owner, now: u64) {
-        if matches!(owner, Owner::Stream { .. }) {
-            let reason = format!("{MAX_QUEUED} decisions already wait for the store on this worker");
-            if let Some(line) = self.incidents.record(Incident::Overloaded, now, 1, 0, &reason) {
-                host.warn(&line);
-            }
+    /// Keeps `state` for stream `stream`, making room among old streams
+    /// when the table is full.
+    fn track<H: Host>(&mut self, host: &H, stream: u32, state: Stream, now: Instant) {
+        if self.streams.len() >= MAX_STREAMS {
+            self.forget_old_streams(host, now);
         }
-        self.deliver(host, owner, Err(StoreError::Overloaded), now);
+        self.streams.insert(stream, state);
     }
 
     fn on_info<H: Host>(&mut self, host: &H, info: Result<String, StoreError>) {
@@ -567,36 +344,33 @@ impl Worker {
 
     /// Fails the calls past their timeout and grace, and forgets an INFO
     /// call the host never answered.
-    fn sweep<H: Host>(&mut self, host: &H, now: u64) {
+    fn sweep<H: Host>(&mut self, host: &H, now: Instant) {
         let deadline = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS);
-        if self.info.is_some_and(|(_, started)| now.saturating_sub(started) > deadline) {
+        if self.info.is_some_and(|(_, started)| now.since(Instant::from_ms(started)) > deadline) {
             self.info = None;
         }
         let expired: Vec<u32> =
-            self.flights.iter().filter(|(_, f)| now.saturating_sub(f.sent_ms) > deadline).map(|(t, _)| *t).collect();
+            self.flights.iter().filter(|(_, f)| now.since(f.sent) > deadline).map(|(t, _)| *t).collect();
         for token in expired {
             if let Some(flight) = self.flights.remove(&token) {
                 self.finish(host, flight, Err(StoreError::Unanswered));
             }
         }
-        if !self.queue.is_empty() {
-            self.pump(host);
-        }
     }
 
     /// Forgets streams the host never ended (no callback for a long time).
-    fn forget_old_streams<H: Host>(&mut self, host: &H, now: u64) {
+    fn forget_old_streams<H: Host>(&mut self, host: &H, now: Instant) {
         let horizon = self.config.store.timeout.ms().saturating_add(UNANSWERED_GRACE_MS).saturating_mul(4);
-        // A stream holding a slot may last hours (a long download, an LLM
-        // answer): forgetting it would free its slot while it runs.
+        // A stream holding a permit may last hours (a long download, an LLM
+        // answer): forgetting it would free its permit while it runs.
         let old: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(_, s)| now.saturating_sub(s.created_ms) > horizon && s.holds.is_empty())
+            .filter(|(_, s)| now.since(s.created) > horizon && s.permits.is_empty())
             .map(|(id, _)| *id)
             .collect();
         for id in old {
-            self.on_stream_end(host, id);
+            self.end_stream(host, id);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The response side of a stream: the rate-limit headers to add, and the
 //! usage its charges wait for (a response header, or the body as it passes).
 
+use super::stream::Phase;
 use super::usage_watch::{ResponseSource, UsageWatch};
-use super::{Host, Worker};
+use super::{Callback, Host, Worker};
 use crate::response::Headers;
 
 impl Worker {
@@ -17,7 +18,10 @@ impl Worker {
         end_of_stream: bool,
     ) -> Headers {
         self.strip_usage(stream, response);
-        let Some(state) = self.streams.get_mut(&stream).filter(|s| s.pending.is_none()) else { return Vec::new() };
+        // Busy deciding: the response is the filter's own reply.
+        let Some(state) = self.streams.get_mut(&stream).filter(|s| matches!(s.phase, Phase::Passing)) else {
+            return Vec::new();
+        };
         let headers = std::mem::take(&mut state.headers);
         let mut due = Vec::new();
         for mut watch in std::mem::take(&mut state.usage) {
@@ -33,6 +37,7 @@ impl Worker {
         for (charge, reported) in due {
             self.submit_charge(host, charge, reported, prompt_bytes);
         }
+        self.finish_callback(host, Callback::Stream(Some(stream)));
         headers
     }
 
@@ -69,6 +74,7 @@ impl Worker {
         for (charge, reported) in due {
             self.submit_charge(host, charge, reported, prompt_bytes);
         }
+        self.finish_callback(host, Callback::Stream(Some(stream)));
         sent
     }
 }

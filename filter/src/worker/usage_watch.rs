@@ -31,15 +31,15 @@ pub struct Decoders(Rc<Cell<usize>>);
 
 /// One running decoder: released when dropped.
 #[derive(Debug)]
-struct DecoderSlot(Rc<Cell<usize>>);
+struct DecoderTicket(Rc<Cell<usize>>);
 
 impl Decoders {
     /// A slot for one more decoder, if fewer than `MAX_DECODERS` run.
-    fn take(&self) -> Option<DecoderSlot> {
+    fn take(&self) -> Option<DecoderTicket> {
         let n = self.0.get();
         (n < MAX_DECODERS).then(|| {
             self.0.set(n + 1);
-            DecoderSlot(self.0.clone())
+            DecoderTicket(self.0.clone())
         })
     }
 
@@ -50,7 +50,7 @@ impl Decoders {
     }
 }
 
-impl Drop for DecoderSlot {
+impl Drop for DecoderTicket {
     fn drop(&mut self) {
         self.0.set(self.0.get().saturating_sub(1));
     }
@@ -65,7 +65,7 @@ struct BodyTap {
     /// cannot be read is charged as one without usage.
     error_answer: bool,
     /// Held while `reader` decodes.
-    slot: Option<DecoderSlot>,
+    slot: Option<DecoderTicket>,
 }
 
 /// One rule's charge, waiting for its usage.
@@ -177,7 +177,7 @@ impl UsageWatch {
         let tap = self.tap.as_mut()?;
         tap.reader.feed(chunk);
         if !tap.reader.decodes() {
-            // Done decoding (or never did): the slot is free for another body.
+            // Done decoding (or never did): its ticket is free for another body.
             tap.slot = None;
         }
         let reported = end_of_stream.then(|| tap.finish());
@@ -389,7 +389,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn decoders_are_counted_and_released() {
         let d = Decoders::default();
-        let slots: Vec<DecoderSlot> = (0..MAX_DECODERS).map_while(|_| d.take()).collect();
+        let slots: Vec<DecoderTicket> = (0..MAX_DECODERS).map_while(|_| d.take()).collect();
         assert_eq!((slots.len(), d.running()), (MAX_DECODERS, MAX_DECODERS));
         assert!(d.take().is_none());
         drop(slots);

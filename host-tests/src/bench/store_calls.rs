@@ -6,6 +6,7 @@ use ratelimit::algorithm::Algorithm;
 use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
 use ratelimit::store::script_call::ScriptCall;
+use ratelimit::time::Instant;
 
 /// What one call decides.
 #[derive(Clone, Debug, PartialEq)]
@@ -178,7 +179,7 @@ fn evalsha(sha: &str, call: &ScriptCall) -> redis::Cmd {
 /// The filter's call for `limits` of `identity` (rule "api", domain "bench").
 pub fn script_call(limits: &[LimitSpec], identity: &str, now_ms: u64) -> ScriptCall {
     let calls = uses(limits);
-    ScriptCall::new("bench", now_ms, &[DecisionCall { identity, limits: &calls }])
+    ScriptCall::new("bench", Instant::from_ms(now_ms), &[DecisionCall { identity, limits: &calls }])
 }
 
 /// The filter's call for a batch: one decision of `limits` per identity,
@@ -193,7 +194,7 @@ fn batch_call_in(domain: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms:
     let names: Vec<String> = (first..first + n).map(identity).collect();
     let decisions: Vec<DecisionCall<'_>> =
         names.iter().map(|identity| DecisionCall { identity, limits: &calls }).collect();
-    ScriptCall::new(domain, now_ms, &decisions)
+    ScriptCall::new(domain, Instant::from_ms(now_ms), &decisions)
 }
 
 /// Each limit used once, as an allowed request does.

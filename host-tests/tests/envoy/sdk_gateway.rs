@@ -182,7 +182,7 @@ print([chunk.usage.total_tokens for chunk in stream if chunk.usage][-1])
     );
     assert_eq!(out, "321");
     settles_at("charged_units", 321, true, || gw.stat("charged_units"));
-    // Reserved 2,000 and more; settled: the window holds exactly 321.
+    // Reservation 2,000 and more; settled: the window holds exactly 321.
     settles_at("the window", 321, false, || window_held(&gw));
 }
 

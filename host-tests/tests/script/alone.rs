@@ -9,6 +9,7 @@ use ratelimit::store::script_call::ScriptCall;
 use ratelimit::store::StoreError;
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};
+use ratelimit::time::Instant;
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -37,7 +38,7 @@ fn a_decision_that_meets_wrongtype_fails_alone_and_writes_nothing() {
         f.run(T0, &batch(&others, &limits)).unwrap();
         control.run(T0, &batch(&others, &limits)).unwrap();
         // A string under the failing client's sliding_log key, without a TTL.
-        let call = ScriptCall::new("t", T0 + 1_000, &batch(&ids, &limits));
+        let call = ScriptCall::new("t", Instant::from_ms(T0 + 1_000), &batch(&ids, &limits));
         let bad_keys: Vec<String> = call.keys.iter().filter(|k| k.contains("{bad}")).cloned().collect();
         let log_key = bad_keys.iter().find(|k| k.contains(":sl:")).unwrap();
         let _: () = redis::cmd("SET").arg(log_key).arg("x").query(&mut f.conn).unwrap();
@@ -89,7 +90,7 @@ fn every_decision_of_a_batch_can_fail_alone_and_the_call_still_answers() {
     let mut f = Fixture::new();
     let log = [limit(spec(SlidingLog, 5, 60_000, 5), Op::Use(1))];
     let ids = ["a", "b"];
-    let call = ScriptCall::new("t", T0, &batch(&ids, &log));
+    let call = ScriptCall::new("t", Instant::from_ms(T0), &batch(&ids, &log));
     for key in &call.keys {
         let _: i64 = redis::cmd("RPUSH").arg(key).arg("x").query(&mut f.conn).unwrap();
     }
@@ -101,7 +102,7 @@ fn every_decision_of_a_batch_can_fail_alone_and_the_call_still_answers() {
     let charge = [limit(spec(FixedWindow, 5, 60_000, 5), Op::Charge(3))];
     let call = ScriptCall::new(
         "t",
-        T0,
+        Instant::from_ms(T0),
         &[DecisionCall { identity: "a", limits: &log }, DecisionCall { identity: "c", limits: &charge }],
     );
     let got = f.run_each(&call, T0).unwrap();

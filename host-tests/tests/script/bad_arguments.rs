@@ -4,10 +4,11 @@
 
 use host_tests::script::evalsha;
 use ratelimit::algorithm::Algorithm;
-use ratelimit::spec::{DecisionCall, Mark, Op, SlotId};
+use ratelimit::spec::{DecisionCall, Mark, Op, PermitId};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 /// Two decisions: c1 uses a token bucket (spec 1) and a sliding window
 /// (spec 2), c2 the sliding window.
@@ -17,7 +18,7 @@ fn good_call(now: u64) -> ScriptCall {
     let second = [limit(sw, Op::Use(1))];
     ScriptCall::new(
         "t",
-        now,
+        Instant::from_ms(now),
         &[DecisionCall { identity: "c1", limits: &first }, DecisionCall { identity: "c2", limits: &second }],
     )
 }
@@ -122,7 +123,7 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
     f.run_call(&good_call(T0), T0).unwrap();
     let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
-        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+        refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
     let mixed = refuse(&mut f, &[limit(fw, Op::Use(1)), limit(fw, Op::Charge(1))]);
     assert!(
@@ -137,7 +138,7 @@ fn a_charge_mixed_with_use_or_check_and_a_charge_on_sliding_log_are_refused() {
     let log = spec(Algorithm::SlidingLog, 5, 1000, 5);
     let on_log = refuse(&mut f, &[limit(log, Op::Charge(1))]);
     assert!(on_log.contains("ratelimit: shape 1 limit 1: g is impossible on sl"), "{on_log}");
-    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at_ms: T0, mark: None })]);
+    let refund_log = refuse(&mut f, &[limit(log, Op::Refund { amount: 1, at: Instant::from_ms(T0), mark: None })]);
     assert!(refund_log.contains("ratelimit: shape 1 limit 1: f is impossible on sl"), "{refund_log}");
     let big = spec(Algorithm::SlidingLog, 10_001, 1000, 1);
     let too_big = refuse(&mut f, &[limit(big, Op::Use(1))]);
@@ -151,15 +152,15 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     let fw = spec(Algorithm::FixedWindow, 5, 1000, 5);
     let cc = spec(Algorithm::Concurrency, 5, 60_000, 1);
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
-        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+        refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
-    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(SlotId(7)))]);
+    let release_fw = refuse(&mut f, &[limit(fw, Op::Release(PermitId(7)))]);
     assert!(release_fw.contains("ratelimit: shape 1 limit 1: r applies to cc only"), "{release_fw}");
-    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(SlotId(7)))]);
+    let renew_fw = refuse(&mut f, &[limit(fw, Op::Renew(PermitId(7)))]);
     assert!(renew_fw.contains("ratelimit: shape 1 limit 1: n applies to cc only"), "{renew_fw}");
     let charge_cc = refuse(&mut f, &[limit(cc, Op::Charge(1))]);
     assert!(charge_cc.contains("ratelimit: shape 1 limit 1: g is impossible on cc"), "{charge_cc}");
-    let mixed = refuse(&mut f, &[limit(cc, Op::Take(SlotId(7), 0)), limit(fw, Op::Charge(1))]);
+    let mixed = refuse(&mut f, &[limit(cc, Op::Take(PermitId(7), 0)), limit(fw, Op::Charge(1))]);
     assert!(
         mixed.contains("ratelimit: shape 1 limit 2: a shape is either u, v and k or only g, f, r and n"),
         "{mixed}"
@@ -171,8 +172,11 @@ fn slot_ops_off_concurrency_and_bad_slot_ids_are_refused() {
     );
     let id = "ratelimit: shape 1 limit 1: a cc slot id must be 1 to 20 digits, not 0";
     for bad in ["0", "-1", "1.5", "abc", "123456789012345678901", "1e5"] {
-        let mut call =
-            ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(SlotId(9), 0))] }]);
+        let mut call = ScriptCall::new(
+            "t",
+            Instant::from_ms(T0),
+            &[DecisionCall { identity: "c1", limits: &[limit(cc, Op::Take(PermitId(9), 0))] }],
+        );
         let at = call.args.iter().rposition(|a| a == "9").unwrap();
         call.args[at] = bad.to_string();
         let err = refused(&mut f, &call, T0);
@@ -185,7 +189,7 @@ fn a_reservation_off_buckets_and_a_bucket_refund_without_its_mark_are_refused() 
     let mut f = Fixture::new();
     f.run_call(&good_call(T0), T0).unwrap();
     let refuse = |f: &mut Fixture, limits: &[ratelimit::spec::LimitCall]| {
-        refused(f, &ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits }]), T0)
+        refused(f, &ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c1", limits }]), T0)
     };
     for algorithm in [Algorithm::SlidingWindow, Algorithm::FixedWindow, Algorithm::SlidingLog, Algorithm::Concurrency] {
         let err = refuse(&mut f, &[limit(spec(algorithm, 5, 1000, 1), Op::Reserve(1))]);
@@ -206,13 +210,17 @@ fn a_reservation_off_buckets_and_a_bucket_refund_without_its_mark_are_refused() 
     let mark = Mark { born_ms: 7, count: 9 };
     for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
         let bucket = spec(algorithm, 5, 1000, 5);
-        let refund = |mark| limit(bucket, Op::Refund { amount: 1, at_ms: T0, mark });
+        let refund = |mark| limit(bucket, Op::Refund { amount: 1, at: Instant::from_ms(T0), mark });
         let none = refuse(&mut f, &[refund(None)]);
         assert!(none.contains("ratelimit: shape 1 limit 1: a tb or gc refund takes its mark, born:count"), "{none}");
         for bad in
             ["7", "7:", ":9", "7:9:1", "a:9", "7.5:9", "-7:9", "7:281474976710656", "9007199254740992:9", "7:1e5"]
         {
-            let mut call = ScriptCall::new("t", T0, &[DecisionCall { identity: "c1", limits: &[refund(Some(mark))] }]);
+            let mut call = ScriptCall::new(
+                "t",
+                Instant::from_ms(T0),
+                &[DecisionCall { identity: "c1", limits: &[refund(Some(mark))] }],
+            );
             let at = call.args.iter().rposition(|a| a == "7:9").unwrap();
             call.args[at] = bad.to_string();
             let err = refused(&mut f, &call, T0);
@@ -225,7 +233,10 @@ fn a_reservation_off_buckets_and_a_bucket_refund_without_its_mark_are_refused() 
         f.run(T0, &[DecisionCall { identity: "c1", limits: &[refund(Some(top))] }]).unwrap();
     }
     // A window takes no mark.
-    let window = limit(spec(Algorithm::FixedWindow, 5, 1000, 5), Op::Refund { amount: 1, at_ms: T0, mark: Some(mark) });
+    let window = limit(
+        spec(Algorithm::FixedWindow, 5, 1000, 5),
+        Op::Refund { amount: 1, at: Instant::from_ms(T0), mark: Some(mark) },
+    );
     let err = refuse(&mut f, &[window]);
     assert!(err.contains("ratelimit: shape 1 limit 1: offset must be an integer from 0 to window - 1"), "{err}");
 }

@@ -7,6 +7,7 @@ use ratelimit::outcome::LimitOutcome;
 use ratelimit::spec::LimitSpec;
 
 use crate::fixture::{spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 /// (ms after T0, cost, allowed, remaining, reset_ms, retry_after_ms; -1 = never)
 type Row = (u64, u64, bool, u64, u64, i64);
@@ -167,7 +168,7 @@ fn every_key_written_has_a_real_ttl_no_longer_than_needed() {
             let identity = format!("c{i}{j}");
             let call = ratelimit::store::script_call::ScriptCall::new(
                 "t",
-                T0,
+                Instant::from_ms(T0),
                 &[DecisionCall { identity: &identity, limits: std::slice::from_ref(l) }],
             );
             let sha = f.plain_sha.clone();

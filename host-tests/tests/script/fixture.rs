@@ -12,6 +12,7 @@ use ratelimit::outcome::LimitOutcome;
 use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
 use ratelimit::store::script_call::{DecisionResult, ScriptCall};
+use ratelimit::time::Instant;
 
 /// The tests' epoch: aligned to 1 s windows, 20 s into a minute.
 pub const T0: u64 = 1_700_000_000_000;
@@ -49,13 +50,13 @@ impl Fixture {
     /// The call for `identity` using every one of `limits` for `cost` at `now`.
     pub fn call(identity: &str, now: u64, limits: &[LimitSpec], cost: u64) -> ScriptCall {
         let calls: Vec<LimitCall> = limits.iter().map(|s| limit(*s, Op::Use(cost))).collect();
-        ScriptCall::new("t", now, &[DecisionCall { identity, limits: &calls }])
+        ScriptCall::new("t", Instant::from_ms(now), &[DecisionCall { identity, limits: &calls }])
     }
 
     /// Decides a batch at `now` on both clocks (caller and test store
     /// clock); Redis's error text if it refuses the call.
     pub fn run(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<LimitOutcome>>, String> {
-        let call = ScriptCall::new("t", now, batch);
+        let call = ScriptCall::new("t", Instant::from_ms(now), batch);
         self.run_call(&call, now)
     }
 

@@ -11,6 +11,7 @@ use ratelimit::store::redis_error;
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, spec, T0};
+use ratelimit::time::Instant;
 
 /// Line `line` (1-based) of `lua/<file>`.
 fn lua_line(file: &str, line: usize) -> String {
@@ -39,7 +40,7 @@ fn a_command_refused_inside_the_script_names_its_line_in_the_file_that_made_it()
         (TokenBucket, "driver.lua", "call('SET', key"),
     ] {
         let limits = [limit(spec(algorithm, 5, 60_000, 5), Op::Use(1))];
-        let call = ScriptCall::new("t", T0, &[DecisionCall { identity: "c", limits: &limits }]);
+        let call = ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c", limits: &limits }]);
         let error = evalsha_raw(&mut conn, &sha, &call, None).unwrap_err();
         assert!(error.contains("read only replica"), "{error}");
         let (named, line) = source_of(script_line(&error)).unwrap();
@@ -60,7 +61,7 @@ fn a_lua_error_inside_an_algorithm_names_its_line_in_that_algorithm_file() {
     let mut conn = redis.connect();
     let sha = load(&mut conn, TEST_SCRIPT);
     let limits = [limit(spec(TokenBucket, 5, 60_000, 5), Op::Use(1))];
-    let call = ScriptCall::new("t", T0, &[DecisionCall { identity: "c", limits: &limits }]);
+    let call = ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity: "c", limits: &limits }]);
     let _: () = redis::cmd("SET").arg(&call.keys[0]).arg(format!("{T0}:0:0")).query(&mut conn).unwrap();
     let error: String = redis::cmd("EVALSHA")
         .arg(&sha)

@@ -9,6 +9,7 @@ use ratelimit::spec::Op::{self, Charge as G, Check as K, Reserve as V, Use as U}
 use ratelimit::spec::{LimitSpec, Mark};
 
 use crate::fixture::{limit, row, spec, Fixture, Row, T0};
+use ratelimit::time::Instant;
 
 /// (ms after T0, op, (allowed, remaining, reset_ms, retry_after_ms; -1 = never))
 type Step = (u64, Op, Row);
@@ -144,7 +145,7 @@ fn sliding_log_checks() {
 
 /// A refund (`f`) of a reservation at T0 + `at`.
 fn f(amount: u64, at: u64) -> Op {
-    Op::Refund { amount, at_ms: T0 + at, mark: None }
+    Op::Refund { amount, at: Instant::from_ms(T0 + at), mark: None }
 }
 
 #[test]
@@ -201,7 +202,7 @@ fn live(spec: LimitSpec, steps: &[(u64, Life, Row)]) {
     for (i, (t, step, want)) in steps.iter().enumerate() {
         let op = match step {
             Life::Reserve(units) => V(*units),
-            Life::Refund(amount) => Op::Refund { amount: *amount, at_ms: T0, mark },
+            Life::Refund(amount) => Op::Refund { amount: *amount, at: Instant::from_ms(T0), mark },
             Life::Op(op) => *op,
         };
         let mut got = f.one("c", T0 + t, &[limit(spec, op)])[0];
@@ -313,11 +314,23 @@ fn refunds_of_reservations_held_at_once_land_in_any_order() {
                 })
                 .collect();
             for i in order {
-                let refund = Op::Refund { amount: 17_000, at_ms: T0, mark: marks[i] };
+                let refund = Op::Refund { amount: 17_000, at: Instant::from_ms(T0), mark: marks[i] };
                 assert_eq!(row(&f.one("c", T0 + 200, &[limit(spec, refund)])[0]), (true, 0, 0, 0));
             }
             let left = f.one("c", T0 + 200, &[limit(spec, K(1))])[0];
             assert_eq!(row(&left).1, 88_200, "{} refunds in the order {order:?}", algorithm.name());
         }
+        // The four merged into one refund (as a proxy merges refunds still
+        // waiting for a call): the oldest mark, less the others' 51,000.
+        let spec = spec(algorithm, 100_000, 100_000, 100_000);
+        let mut f = Fixture::new();
+        let oldest = Mark::of(&spec, &f.one("c", T0, &[limit(spec, V(20_000))])[0]).map(|(_, m)| m);
+        for _ in 0..3 {
+            f.one("c", T0, &[limit(spec, V(20_000))]);
+        }
+        let merged = oldest.map(|m| Mark { count: m.count + 51_000, ..m });
+        let refund = Op::Refund { amount: 68_000, at: Instant::from_ms(T0), mark: merged };
+        f.one("c", T0 + 200, &[limit(spec, refund)]);
+        assert_eq!(row(&f.one("c", T0 + 200, &[limit(spec, K(1))])[0]).1, 88_200, "{} merged", algorithm.name());
     }
 }

@@ -17,6 +17,7 @@ use ratelimit::spec::{DecisionCall, LimitCall, Op};
 use ratelimit::spec::{LimitSpec, Mark, COUNT};
 
 use crate::fixture::{max_ttl, spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 const RULES: [&str; 4] = ["r0", "r1", "r2", "r3"];
 
@@ -102,7 +103,7 @@ fn plan(limits: &[Limit], raw: &RawDecision, now: u64, marks: &Marks) -> Vec<Lim
                     (None, _) => Mark { born_ms: now - (seed >> 8) % 4000, count: (seed >> 12) % COUNT },
                 };
                 let mark = l.spec.algorithm.tat().then_some(mark);
-                Op::Refund { amount: 1 + seed % (2 * cap), at_ms, mark }
+                Op::Refund { amount: 1 + seed % (2 * cap), at: Instant::from_ms(at_ms), mark }
             }
             (true, _) => Op::Charge(1 + seed % (2 * cap)),
             (false, 0) => Op::Check(1 + seed % (cap + 1)),

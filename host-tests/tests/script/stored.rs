@@ -12,13 +12,14 @@ use ratelimit::spec::{DecisionCall, Op};
 use ratelimit::store::script_call::ScriptCall;
 
 use crate::fixture::{limit, max_ttl, spec, Fixture, T0};
+use ratelimit::time::Instant;
 
 /// One decision of `identity` using `spec` once, on the plain test build
 /// (real TTLs): the first key of the call, and whether it was allowed or
 /// the error the call ended with.
 fn try_decide(f: &mut Fixture, identity: &str, spec: ratelimit::spec::LimitSpec) -> (String, Result<bool, String>) {
     let limits = [limit(spec, Op::Use(1))];
-    let call = ScriptCall::new("t", T0, &[DecisionCall { identity, limits: &limits }]);
+    let call = ScriptCall::new("t", Instant::from_ms(T0), &[DecisionCall { identity, limits: &limits }]);
     let sha = f.plain_sha.clone();
     let got = host_tests::script::evalsha(&mut f.conn, &sha, &call, Some(T0));
     (call.keys[0].clone(), got.map(|d| d[0][0].allowed))
@@ -110,7 +111,7 @@ fn a_call_reads_every_counter_once_and_writes_a_key_used_again_once_more() {
     // Six requests of one client and two of others, twice.
     let ids = ["hot", "hot", "a", "hot", "hot", "b", "hot", "hot"];
     let batch: Vec<DecisionCall> = ids.iter().map(|identity| DecisionCall { identity, limits: &limits }).collect();
-    let call = ScriptCall::new("t", T0, &batch);
+    let call = ScriptCall::new("t", Instant::from_ms(T0), &batch);
     let sha = f.plain_sha.clone();
     // New keys: SET each, then hot's five more uses in one INCRBY. Held:
     // INCRBY each, then hot's five more; one PTTL, for hot's raise from 6
@@ -139,8 +140,12 @@ fn a_key_someone_else_wrote_without_a_ttl_leaves_with_one() {
     for algorithm in [SlidingWindow, FixedWindow, TokenBucket, Gcra, SlidingLog] {
         let s = spec(algorithm, 10, 60_000, 10);
         let identity = format!("foreign-{}", algorithm.name());
-        let key = ScriptCall::new("t", T0, &[DecisionCall { identity: &identity, limits: &[limit(s, Op::Use(1))] }])
-            .keys[0]
+        let key = ScriptCall::new(
+            "t",
+            Instant::from_ms(T0),
+            &[DecisionCall { identity: &identity, limits: &[limit(s, Op::Use(1))] }],
+        )
+        .keys[0]
             .clone();
         // What the script itself would have written there, without a TTL.
         let _: () = match algorithm {
@@ -186,7 +191,7 @@ fn a_count_someone_else_wrote_without_a_ttl_gets_one_within_8_units() {
             let limits = [limit(s, Op::Use(uses))];
             let batch: Vec<DecisionCall> =
                 (0..decisions).map(|_| DecisionCall { identity: &identity, limits: &limits }).collect();
-            let call = ScriptCall::new("t", T0, &batch);
+            let call = ScriptCall::new("t", Instant::from_ms(T0), &batch);
             let key = &call.keys[0];
             let _: () = redis::cmd("SET").arg(key).arg(held).query(&mut f.conn).unwrap();
             let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut f.conn).unwrap();

@@ -45,10 +45,17 @@ impl World {
     /// A chat request of `key` from 10.0.0.1, its decisions answered with
     /// `ip` (the address rule's) and `llm` (the LLM rule's: requests, tokens).
     fn chat(&self, key: &str, ip: LimitOutcome, llm: [LimitOutcome; 2]) -> Outcome {
-        let env = Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0, heat: None };
+        let env = Env { config: &self.config, shared: &self.shared, metrics: &self.metrics, random: 0 };
         let req = FakeRequest::new("POST", "/v1/chat/completions").with("x-api-key", key);
-        match begin(&env, &req, || NOW) {
-            Start::Done(o) => o,
+        let applied = |d: crate::pipeline::Decided| {
+            let cache = crate::deny_cache::DenyCache::new(&self.shared, self.config.deny_cache.slots);
+            for (fingerprint, entry) in d.effects.denials {
+                cache.remember(fingerprint, entry);
+            }
+            d.outcome
+        };
+        match begin(&env, &req, || crate::time::Instant::from_ms(NOW), &mut NoClaims) {
+            Start::Done(d) => applied(d),
             Start::Wait(mut p) => {
                 let mut out = None;
                 for i in 0..p.decisions.len() {
@@ -56,9 +63,25 @@ impl World {
                         Ok(if p.decisions[i].rules == [1] { vec![ip] } else { llm.to_vec() });
                     out = p.on_reply(&env, i, reply);
                 }
-                out.unwrap()
+                applied(out.unwrap())
             }
         }
+    }
+}
+
+/// No client is hot, and every breaker is closed.
+struct NoClaims;
+
+impl crate::pipeline::Claims for NoClaims {
+    fn draw(
+        &mut self,
+        _: &crate::pipeline::LeaseCandidate,
+        _: crate::time::Instant,
+    ) -> Option<crate::lease::LeaseRecord> {
+        None
+    }
+    fn gate(&mut self, _: crate::keys::HashSlot, _: crate::time::Instant) -> crate::breaker::Gate {
+        crate::breaker::Gate::Call
     }
 }
 

@@ -11,6 +11,7 @@ use super::{ScriptCall, ScriptReply, ERROR_TEXT};
 use crate::algorithm::Algorithm;
 use crate::outcome::LimitOutcome;
 use crate::spec::{DecisionCall, LimitCall, LimitSpec, Mark, Op, MAX_DECISIONS, MAX_LIMITS};
+use crate::time::Instant;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const DRIVER: &str = include_str!("../../../../lua/driver.lua");
@@ -210,8 +211,8 @@ fn batches() -> Vec<Batch> {
     let charge = vec![
         l("tok", bucket, Op::Charge(40), None),
         l("tok", day, Op::Charge(5), None),
-        l("tok", bucket, Op::Refund { amount: 3, at_ms: 1_699_999_999_500, mark }, None),
-        l("tok", day, Op::Refund { amount: 3, at_ms: 1_699_999_999_500, mark: None }, Some(7)),
+        l("tok", bucket, Op::Refund { amount: 3, at: Instant::from_ms(1_699_999_999_500), mark }, None),
+        l("tok", day, Op::Refund { amount: 3, at: Instant::from_ms(1_699_999_999_500), mark: None }, Some(7)),
     ];
     vec![
         (1_700_000_000_123, vec![("a", request.clone()), ("b", charge.clone()), ("c", request.clone())]),
@@ -230,7 +231,7 @@ fn the_encoder_writes_argv_as_the_driver_lays_it_out() {
     for (now, batch) in batches() {
         let decisions: Vec<DecisionCall> =
             batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new("rl", now, &decisions);
+        let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
         disagreement(argv, &call, now, &decisions).unwrap_or_else(|e| panic!("{e}\nargs: {:?}", call.args));
     }
 }
@@ -241,7 +242,7 @@ fn a_layout_the_encoder_does_not_follow_is_told() {
     let (now, batch) = batches().remove(0);
     let decisions: Vec<DecisionCall> =
         batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-    let call = ScriptCall::new("rl", now, &decisions);
+    let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
     let argv = layout("argv").unwrap();
     let wrong = [
         argv.replace("limit window_ms", "window_ms limit"),
@@ -264,7 +265,7 @@ fn keys_come_per_limit_in_order_as_many_as_the_layout_says() {
     for (now, batch) in batches() {
         let decisions: Vec<DecisionCall> =
             batch.iter().map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new("rl", now, &decisions);
+        let call = ScriptCall::new("rl", Instant::from_ms(now), &decisions);
         let mut keys = call.keys.iter();
         for d in &decisions {
             for l in d.limits {
@@ -290,7 +291,7 @@ fn the_decoder_reads_each_value_by_its_name_in_the_layout() {
         op: Op::Use(1),
         offset_ms: None,
     }];
-    let call = ScriptCall::new("rl", 5, &[DecisionCall { identity: "a", limits: &minute }]);
+    let call = ScriptCall::new("rl", Instant::from_ms(5), &[DecisionCall { identity: "a", limits: &minute }]);
     assert_eq!(call.reply_len(), names.len());
     for (value, expected) in [
         (

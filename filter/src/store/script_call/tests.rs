@@ -1,5 +1,5 @@
 use super::*;
-use crate::spec::{LimitCall, Mark, SlotId};
+use crate::spec::{LimitCall, Mark, PermitId};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
@@ -15,7 +15,8 @@ fn limit(spec: LimitSpec, op: Op) -> LimitCall<'static> {
 #[wasm_bindgen_test]
 fn one_decision_of_two_limits_makes_one_call_with_all_their_keys() {
     let limits = [limit(MINUTE, Op::Use(1)), limit(DAY, Op::Use(1))];
-    let call = ScriptCall::new("rl", 90_000, &[DecisionCall { identity: "ip=1.2.3.4", limits: &limits }]);
+    let call =
+        ScriptCall::new("rl", Instant::from_ms(90_000), &[DecisionCall { identity: "ip=1.2.3.4", limits: &limits }]);
     assert_eq!(
         call.keys,
         ["rl:{ip=1.2.3.4}:api:sw:60000:1", "rl:{ip=1.2.3.4}:api:sw:60000:0", "rl:{ip=1.2.3.4}:api:fw:86400000:0"]
@@ -38,7 +39,7 @@ fn a_batch_shares_equal_specs_and_keeps_each_decision_in_order() {
     let b = [limit(BUCKET, Op::Charge(7))];
     let call = ScriptCall::new(
         "rl",
-        60_000,
+        Instant::from_ms(60_000),
         &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
     );
     assert_eq!(
@@ -67,7 +68,7 @@ fn decisions_doing_the_same_send_it_once_as_one_shape() {
     let limits = [&one, &one, &three, &one];
     let decisions: Vec<DecisionCall> =
         ids.iter().zip(limits).map(|(identity, limits)| DecisionCall { identity, limits }).collect();
-    let call = ScriptCall::new("rl", 60_000, &decisions);
+    let call = ScriptCall::new("rl", Instant::from_ms(60_000), &decisions);
     assert_eq!(
         call.args[6..],
         [
@@ -86,7 +87,7 @@ fn decisions_doing_the_same_send_it_once_as_one_shape() {
 fn a_shifted_fixed_window_has_its_own_key_and_sends_its_offset() {
     let limits = [LimitCall { rule: "api", spec: DAY, op: Op::Use(1), offset_ms: Some(3_600_000) }];
     // 82_800_000 + 3_600_000 = one day: the shifted window 1 has begun.
-    let call = ScriptCall::new("rl", 82_800_000, &[DecisionCall { identity: "k", limits: &limits }]);
+    let call = ScriptCall::new("rl", Instant::from_ms(82_800_000), &[DecisionCall { identity: "k", limits: &limits }]);
     assert_eq!(call.keys, ["rl:{k}:api:fo:86400000:1"]);
     assert_eq!(call.args[2..6], ["fw", "10000", "86400000", "10000"]);
     assert_eq!(call.args[6..], ["1", "1", "1", "u", "1", "3600000", "1", "1"]);
@@ -95,7 +96,11 @@ fn a_shifted_fixed_window_has_its_own_key_and_sends_its_offset() {
 fn two_decisions() -> ScriptCall {
     let a = [limit(MINUTE, Op::Use(1)), limit(DAY, Op::Use(1))];
     let b = [limit(BUCKET, Op::Use(9))];
-    ScriptCall::new("rl", 0, &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }])
+    ScriptCall::new(
+        "rl",
+        Instant::from_ms(0),
+        &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
+    )
 }
 
 /// The reply of these integers only.
@@ -218,10 +223,10 @@ fn a_text_anywhere_but_first_in_a_decision_or_a_failed_decision_with_values_is_m
 #[test]
 #[wasm_bindgen_test]
 fn a_call_without_decisions_or_limits_has_no_right_reply() {
-    let none = ScriptCall::new("rl", 0, &[]);
+    let none = ScriptCall::new("rl", Instant::from_ms(0), &[]);
     let refused = Err(StoreError::Malformed("a call without decisions or limits"));
     assert_eq!(none.decode(&ints(&[])), refused, "zero decisions: an empty reply is no verdict");
-    let empty = ScriptCall::new("rl", 0, &[DecisionCall { identity: "a", limits: &[] }]);
+    let empty = ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &[] }]);
     assert_eq!(empty.decode(&ints(&[])), refused, "a decision of no limits would allow by an empty all()");
 }
 
@@ -232,10 +237,10 @@ fn a_take_counting_more_local_streams_than_the_limit_is_refused_as_any_full_limi
     // The script refuses it with the concurrency wait; the other decision
     // of the call (another client) keeps its answer.
     let cc = LimitSpec { algorithm: Algorithm::Concurrency, limit: 2, window_ms: 12_000, burst: 2 };
-    let (a, b) = ([limit(cc, Op::Take(SlotId(7), 0))], [limit(cc, Op::Take(SlotId(8), 2))]);
+    let (a, b) = ([limit(cc, Op::Take(PermitId(7), 0))], [limit(cc, Op::Take(PermitId(8), 2))]);
     let call = ScriptCall::new(
         "rl",
-        0,
+        Instant::from_ms(0),
         &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
     );
     let reply = [0, 0, 0, CC_RETRY_MS as i64, 0, 0, 0, CC_RETRY_MS as i64];
@@ -263,7 +268,7 @@ fn bounds_follow_the_debt_caps_and_stop_at_two_to_the_53() {
 fn a_reservation_admitted_says_its_lead_and_mark_and_its_refund_sends_the_mark() {
     // BUCKET: 3 per second, 5 at once: a tolerance of 5,000 units.
     let reserve = [limit(BUCKET, Op::Reserve(2))];
-    let call = ScriptCall::new("rl", 0, &[DecisionCall { identity: "b", limits: &reserve }]);
+    let call = ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "b", limits: &reserve }]);
     assert_eq!(call.args[6..], ["1", "1", "1", "v", "2", "0", "1", "1"]);
     let born = 1_700_000_000_000;
     let reply = |lead: i64, count: i64| ints(&[1, lead, born, count]);
@@ -282,7 +287,7 @@ fn a_reservation_admitted_says_its_lead_and_mark_and_its_refund_sends_the_mark()
     assert_eq!(Mark::of(&BUCKET, &denied), None);
     // Its refund sends the mark where an offset goes.
     let mark = Some(Mark { born_ms: born as u64, count: 41 });
-    let refund = [limit(BUCKET, Op::Refund { amount: 1, at_ms: 0, mark })];
-    let call = ScriptCall::new("rl", 0, &[DecisionCall { identity: "b", limits: &refund }]);
+    let refund = [limit(BUCKET, Op::Refund { amount: 1, at: Instant::from_ms(0), mark })];
+    let call = ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "b", limits: &refund }]);
     assert_eq!(call.args[6..], ["1", "1", "1", "f", "1", "1700000000000:41", "1", "1"]);
 }

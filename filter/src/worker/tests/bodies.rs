@@ -38,7 +38,7 @@ fn send_body(w: &mut Worker, host: &FakeHost, stream: u32, body: &[u8], chunk: u
 #[wasm_bindgen_test]
 fn the_decision_waits_for_the_whole_body_and_keys_on_its_field() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", PER_MODEL), NOW);
+    let mut w = Worker::new(config("", PER_MODEL), Instant::from_ms(NOW));
     assert_eq!(w.on_request_headers(&host, 2, &chat("a"), false), Action::Pause);
     assert!(host.sent.borrow().is_empty(), "nothing is decided before the body");
     let (action, reads) = send_body(&mut w, &host, 2, br#"{"model":"gpt\u002d4o","messages":[]}"#, 5);
@@ -46,14 +46,14 @@ fn the_decision_waits_for_the_whole_body_and_keys_on_its_field() {
     assert!(host.body(0).contains("%7Ba~~gpt-4o%7D"), "{}", host.body(0));
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(*host.resumed.borrow(), [2], "the held headers and body go on");
-    assert!(w.body_waits.is_empty());
+    assert!((w.bodies_waiting == 0));
 }
 
 #[test]
 #[wasm_bindgen_test]
 fn a_body_past_the_bound_is_refused_unread_before_it_ends() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", PER_MODEL), NOW);
+    let mut w = Worker::new(config("", PER_MODEL), Instant::from_ms(NOW));
     w.on_request_headers(&host, 2, &chat("a"), false);
     let big = format!(r#"{{"model":"gpt-4o","pad":"{}"}}"#, "x".repeat(100));
     assert_eq!(w.on_request_body(&host, 2, &chat("a"), 60, false, |_| None), BodyAction::Buffer);
@@ -77,7 +77,7 @@ fn a_body_past_the_bound_is_refused_unread_before_it_ends() {
 #[wasm_bindgen_test]
 fn a_request_without_a_body_or_with_a_bad_one_is_refused_never_passed() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", PER_MODEL), NOW);
+    let mut w = Worker::new(config("", PER_MODEL), Instant::from_ms(NOW));
     assert_eq!(w.on_request_headers(&host, 2, &chat("a"), true), Action::Pause, "answered");
     w.on_request_headers(&host, 3, &chat("a"), false);
     send_body(&mut w, &host, 3, br#"{"model":"a","model":"b"}"#, 100);
@@ -110,14 +110,15 @@ fn a_request_without_a_body_or_with_a_bad_one_is_refused_never_passed() {
 fn a_rule_that_reads_an_unreadable_body_as_absent_lets_the_others_decide() {
     let host = FakeHost::new();
     let lenient = PER_MODEL.replace(r#""timeout":"1s""#, r#""timeout":"1s","invalid":"absent""#);
-    let mut w = Worker::new(config("", &format!("{lenient},{API}")), NOW);
+    let mut w = Worker::new(config("", &format!("{lenient},{API}")), Instant::from_ms(NOW));
     w.on_request_headers(&host, 2, &chat("a"), false);
     assert_eq!(w.on_request_body(&host, 2, &chat("a"), 65, false, |_| None), BodyAction::Continue);
     assert!(host.replied.borrow().is_empty() && host.sent.borrow().is_empty(), "no rule applies");
     // Another rule of the request still decides it, after the body.
     let both = FakeRequest::new("POST", "/v1/x").with("x-user", "a");
     let api = API.replace("/api", "/v1/");
-    let mut w = Worker::new(config("", &format!("{lenient},{}", api.replace(r#""api""#, r#""api2""#))), NOW);
+    let mut w =
+        Worker::new(config("", &format!("{lenient},{}", api.replace(r#""api""#, r#""api2""#))), Instant::from_ms(NOW));
     assert_eq!(w.on_request_headers(&host, 3, &both, false), Action::Pause);
     assert!(host.sent.borrow().is_empty(), "all rules of the request are decided together");
     assert_eq!(w.on_request_body(&host, 3, &both, 4, true, |_| Some(b"nope".to_vec())), BodyAction::Buffer);
@@ -128,7 +129,7 @@ fn a_rule_that_reads_an_unreadable_body_as_absent_lets_the_others_decide() {
 #[wasm_bindgen_test]
 fn a_body_that_never_comes_is_answered_408_on_the_timer() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", PER_MODEL), NOW);
+    let mut w = Worker::new(config("", PER_MODEL), Instant::from_ms(NOW));
     assert_eq!(w.tick_period_ms(), 10_000, "no body waited for: the idle period");
     w.on_request_headers(&host, 2, &chat("a"), false);
     w.on_request_headers(&host, 3, &chat("a"), false);
@@ -146,7 +147,7 @@ fn a_body_that_never_comes_is_answered_408_on_the_timer() {
     let warnings = host.warnings.borrow();
     assert_eq!(warnings.len(), 1, "one line per 10 s: {warnings:?}");
     assert!(warnings[0].starts_with("ratelimit: rule llm: a request body did not arrive within its 1000 ms"));
-    assert!(w.body_waits.is_empty());
+    assert!((w.bodies_waiting == 0));
     assert_eq!(w.tick_period_ms(), 10_000);
 }
 
@@ -154,10 +155,10 @@ fn a_body_that_never_comes_is_answered_408_on_the_timer() {
 #[wasm_bindgen_test]
 fn a_stream_gone_while_its_body_comes_leaves_nothing_and_other_requests_are_not_held() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", &format!("{PER_MODEL},{API}")), NOW);
+    let mut w = Worker::new(config("", &format!("{PER_MODEL},{API}")), Instant::from_ms(NOW));
     w.on_request_headers(&host, 2, &chat("a"), false);
     w.on_stream_end(&host, 2);
-    assert!(w.body_waits.is_empty());
+    assert!((w.bodies_waiting == 0));
     assert_eq!(w.on_request_body(&host, 2, &chat("a"), 10, true, |_| None), BodyAction::Continue);
     assert_eq!(w.on_request_headers(&host, 4, &user("/api", "a"), false), Action::Pause, "to the store");
     let body = |w: &mut Worker| w.on_request_body(&host, 4, &user("/api", "a"), 10, true, |_| None);
@@ -171,7 +172,7 @@ fn a_stream_gone_while_its_body_comes_leaves_nothing_and_other_requests_are_not_
 #[wasm_bindgen_test]
 fn a_host_that_hands_no_body_over_refuses_what_a_body_rule_applies_to() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", &format!("{PER_MODEL},{API}")), NOW);
+    let mut w = Worker::new(config("", &format!("{PER_MODEL},{API}")), Instant::from_ms(NOW));
     w.pin_calls_to_streams();
     for (stream, eos) in [(2, false), (3, true)] {
         assert_eq!(w.on_request_headers(&host, stream, &chat("a"), eos), Action::Pause, "answered");
@@ -180,7 +181,7 @@ fn a_host_that_hands_no_body_over_refuses_what_a_body_rule_applies_to() {
         host.replied.borrow().iter().map(|(s, r)| (*s, r.status, r.body.clone())).collect();
     let body = r#"{"error":"request_body_unsupported","rule":"llm","detail":"this host does not hand the request body to the filter: rules reading it refuse the requests they apply to"}"#;
     assert_eq!(replied, [(2, 501, body.to_string()), (3, 501, body.to_string())]);
-    assert!(w.body_waits.is_empty() && host.sent.borrow().is_empty());
+    assert!((w.bodies_waiting == 0) && host.sent.borrow().is_empty());
     assert_eq!(w.on_request_headers(&host, 4, &user("/api", "a"), false), Action::Pause, "other rules decide as ever");
     assert_eq!(host.sent.borrow().len(), 1);
 }

@@ -19,7 +19,7 @@ impl ResponseSource for Usage {
 /// answered (their count is the index of the next call).
 fn admitted(host: &FakeHost, n: u32) -> (Worker, usize) {
     let config = config(r#","batch":{"max_in_flight":1,"max_decisions":256},"circuit_breaker":{"failures":1000}"#, LLM);
-    let mut w = Worker::new(config, NOW);
+    let mut w = Worker::new(config, Instant::from_ms(NOW));
     for s in 1..=n {
         w.on_request(host, s, &user("/", "a"));
     }
@@ -96,7 +96,7 @@ fn a_merged_charge_the_store_refuses_is_counted_per_answer_and_logged_with_its_u
 fn decisions_overdue_in_a_burst_go_out_in_at_most_max_flights_calls() {
     let host = FakeHost::new();
     let config = config(r#","timeout_ms":200,"batch":{"max_in_flight":1,"max_decisions":1}"#, LLM);
-    let mut w = Worker::new(config, NOW);
+    let mut w = Worker::new(config, Instant::from_ms(NOW));
     for s in 0..200 {
         w.on_request(&host, s, &user("/", &format!("u{s}")));
     }

@@ -64,7 +64,7 @@ proptest! {
         granted in (0u64..=400, 0u64..=400),
     ) {
         let host = FakeHost::new();
-        let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &rule(fleet, max_units, cost)), NOW);
+        let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &rule(fleet, max_units, cost)), Instant::from_ms(NOW));
         // Cold, then hot with no view: each request one decision; the last
         // answer is the view the first lease is sized by.
         for s in 0..HOT_AFTER as u32 {

@@ -16,7 +16,7 @@ fn allow(remaining: i64, reset: i64) -> [i64; 4] {
 /// A worker whose client "a" sent `n` requests, each decided by the store
 /// (every call answered: both limits allowed, 900 and 90 left).
 fn warmed(host: &FakeHost, n: u32) -> Worker {
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, HOT), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, HOT), Instant::from_ms(NOW));
     for s in 0..n {
         w.on_request(host, s, &user("/api", "a"));
         let call = host.sent.borrow().len() - 1;
@@ -81,7 +81,7 @@ fn a_hot_clients_decision_brings_a_lease_and_its_next_requests_need_no_store_cal
 fn a_first_lease_is_capped_by_a_share_of_what_the_store_said_remains() {
     // Each of the first four requests answered with 8 left of the bucket.
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, HOT), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, HOT), Instant::from_ms(NOW));
     for s in 0..HOT_AFTER as u32 {
         w.on_request(&host, s, &user("/api", "a"));
         let call = host.sent.borrow().len() - 1;
@@ -104,7 +104,7 @@ fn a_cold_client_of_a_leased_rule_reads_no_more_shared_data_than_without_leases(
     assert_ne!(unleased, HOT);
     let reads = |rule: &str| {
         let host = FakeHost::new();
-        let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+        let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), Instant::from_ms(NOW));
         for s in 0..HOT_AFTER as u32 - 1 {
             w.on_request(&host, s, &user("/api", "a"));
             let call = host.sent.borrow().len() - 1;

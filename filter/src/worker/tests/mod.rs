@@ -52,11 +52,11 @@ impl Metrics for FakeHost {
 }
 
 impl Host for FakeHost {
-    fn now_ms(&self) -> u64 {
-        self.now.get()
+    fn now(&self) -> Instant {
+        Instant::from_ms(self.now.get())
     }
     fn random(&self) -> u64 {
-        // A new number per request: concurrency slot ids differ.
+        // A new number per request: concurrency permit ids differ.
         self.random.set(self.random.get() + 1);
         self.random.get()
     }
@@ -165,7 +165,7 @@ const DENY: [i64; 4] = [0, 0, 60_000, 5_000];
 #[wasm_bindgen_test]
 fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API), NOW);
+    let mut w = Worker::new(config("", API), Instant::from_ms(NOW));
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
     assert_eq!(host.sent.borrow().len(), 1);
     w.on_answer(&host, host.token(0), ints(&ALLOW));
@@ -179,7 +179,7 @@ fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
 #[wasm_bindgen_test]
 fn decisions_arriving_while_every_call_is_out_leave_together_in_arrival_order() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":8}"#, API), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":8}"#, API), Instant::from_ms(NOW));
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/api", "b"));
     w.on_request(&host, 4, &user("/api", "a"));
@@ -206,7 +206,7 @@ fn decisions_arriving_while_every_call_is_out_leave_together_in_arrival_order() 
 #[wasm_bindgen_test]
 fn one_call_carries_at_most_max_decisions() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":2}"#, API), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1,"max_decisions":2}"#, API), Instant::from_ms(NOW));
     for s in 0..6 {
         w.on_request(&host, 10 + s, &user("/api", &format!("u{s}")));
     }
@@ -222,7 +222,7 @@ fn one_call_carries_at_most_max_decisions() {
 #[wasm_bindgen_test]
 fn a_cluster_call_carries_decisions_of_one_slot_only() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","redis_cluster":true,"batch":{"max_in_flight":1}"#, API), NOW);
+    let mut w = Worker::new(config(r#","redis_cluster":true,"batch":{"max_in_flight":1}"#, API), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "first"));
     for (s, u) in [(2, "a"), (3, "b"), (4, "a"), (5, "b")] {
         w.on_request(&host, s, &user("/api", u));
@@ -233,7 +233,7 @@ fn a_cluster_call_carries_decisions_of_one_slot_only() {
     );
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     assert_eq!(host.decisions_in(1), 2);
-    assert!(!host.body(1).contains(&tag("b")), "a's call holds no key of b");
+    assert!(!host.body(1).contains(&tag("b")), "a's call permits no key of b");
     w.on_answer(&host, host.token(1), ints(&[ALLOW, ALLOW].concat()));
     assert_eq!(host.decisions_in(2), 2);
     assert!(!host.body(2).contains(&tag("a")));
@@ -243,7 +243,7 @@ fn a_cluster_call_carries_decisions_of_one_slot_only() {
 #[wasm_bindgen_test]
 fn noscript_loads_the_script_and_resends_the_same_batch_once() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
     w.on_request(&host, 3, &user("/api", "c"));
@@ -262,7 +262,8 @@ fn noscript_loads_the_script_and_resends_the_same_batch_once() {
 #[wasm_bindgen_test]
 fn a_failed_batch_sends_each_decision_to_its_own_rules_policy_and_counts_once() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), NOW);
+    let mut w =
+        Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "first"));
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/login", "b"));
@@ -281,7 +282,7 @@ fn a_failed_batch_sends_each_decision_to_its_own_rules_policy_and_counts_once() 
 #[wasm_bindgen_test]
 fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "first"));
     w.on_request(&host, 2, &user("/api", "a"));
     w.on_request(&host, 3, &user("/api", "b"));
@@ -303,7 +304,7 @@ fn a_stream_gone_before_its_batch_returns_leaves_the_others_untouched() {
 #[wasm_bindgen_test]
 fn a_host_that_never_answers_holds_no_request_and_no_memory() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","timeout_ms":25,"batch":{"max_in_flight":1}"#, API), NOW);
+    let mut w = Worker::new(config(r#","timeout_ms":25,"batch":{"max_in_flight":1}"#, API), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
     host.now.set(NOW + 25 + UNANSWERED_GRACE_MS);
@@ -323,7 +324,7 @@ fn a_host_that_never_answers_holds_no_request_and_no_memory() {
 #[wasm_bindgen_test]
 fn unknown_tokens_and_answers_of_the_wrong_size_are_harmless() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API), NOW);
+    let mut w = Worker::new(config("", API), Instant::from_ms(NOW));
     w.on_answer(&host, 12345, ints(&ALLOW));
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_answer(&host, host.token(0), ints(&[1, 2, 3]));
@@ -335,7 +336,7 @@ fn unknown_tokens_and_answers_of_the_wrong_size_are_harmless() {
 #[wasm_bindgen_test]
 fn the_deny_cache_answers_before_anything_is_queued() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", API), NOW);
+    let mut w = Worker::new(config("", API), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_answer(&host, host.token(0), ints(&DENY));
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Pause);
@@ -349,10 +350,10 @@ fn the_deny_cache_answers_before_anything_is_queued() {
 fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
     let host = FakeHost::new();
     host.fail_send.set(true);
-    let mut w = Worker::new(config("", LOGIN), NOW);
+    let mut w = Worker::new(config("", LOGIN), Instant::from_ms(NOW));
     assert_eq!(w.on_request(&host, 1, &user("/login", "a")), Action::Pause);
     assert_eq!(host.replied.borrow()[0].1.status, 503);
-    let mut w = Worker::new(config("", API), NOW);
+    let mut w = Worker::new(config("", API), Instant::from_ms(NOW));
     assert_eq!(w.on_request(&host, 2, &user("/api", "a")), Action::Continue, "open: the fallback admits now");
     assert!(host.resumed.borrow().is_empty(), "continued, not resumed");
 }
@@ -361,7 +362,7 @@ fn a_call_that_cannot_be_sent_decides_the_request_at_once() {
 #[wasm_bindgen_test]
 fn the_queue_is_bounded_and_a_decision_over_it_is_overloaded_not_a_store_error() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, LOGIN), Instant::from_ms(NOW));
     for s in 0..(MAX_QUEUED as u32 + 2) {
         w.on_request(&host, s, &user("/login", "u"));
     }
@@ -381,7 +382,7 @@ fn the_queue_is_bounded_and_a_decision_over_it_is_overloaded_not_a_store_error()
 #[wasm_bindgen_test]
 fn store_errors_are_logged_once_per_interval_with_a_count() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","circuit_breaker":{"failures":1000}"#, API), NOW);
+    let mut w = Worker::new(config(r#","circuit_breaker":{"failures":1000}"#, API), Instant::from_ms(NOW));
     for s in 0..5 {
         w.on_request(&host, s, &user("/api", "a"));
         w.on_answer(&host, host.token(s as usize), Answer::Http { status: Some(503), body: Vec::new() });
@@ -400,7 +401,10 @@ fn store_errors_are_logged_once_per_interval_with_a_count() {
 #[wasm_bindgen_test]
 fn a_decision_waits_for_a_call_slot_a_quarter_of_a_timeout_at_most() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","timeout_ms":200,"batch":{"max_in_flight":1},"stats_interval":"1h""#, API), NOW);
+    let mut w = Worker::new(
+        config(r#","timeout_ms":200,"batch":{"max_in_flight":1},"stats_interval":"1h""#, API),
+        Instant::from_ms(NOW),
+    );
     assert_eq!(w.tick_period_ms(), 3_600_000, "nothing waits: the INFO interval");
     w.on_request(&host, 1, &user("/api", "a"));
     w.on_request(&host, 2, &user("/api", "b"));
@@ -444,7 +448,8 @@ const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kin
 #[wasm_bindgen_test]
 fn a_decision_that_failed_inside_redis_follows_its_own_rules_policy_and_the_others_are_decided() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), NOW);
+    let mut w =
+        Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{API},{LOGIN}")), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api", "first"));
     w.on_request(&host, 2, &user("/login", "b"));
     w.on_request(&host, 3, &user("/api", "a"));
@@ -489,7 +494,7 @@ fn a_decision_that_failed_inside_redis_follows_its_own_rules_policy_and_the_othe
 #[wasm_bindgen_test]
 fn crossslot_splits_the_call_by_slot_once_and_the_worker_batches_one_slot_from_then_on() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, API), Instant::from_ms(NOW));
     assert_ne!(
         crate::keys::cluster_slot(&crate::identity::digest("a")),
         crate::keys::cluster_slot(&crate::identity::digest("b"))

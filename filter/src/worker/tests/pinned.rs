@@ -9,7 +9,7 @@ const CC: &str = r#"{"name":"cc","key":["header:x-user"],
     "limits":[{"algorithm":"concurrency","limit":2,"max_hold":"30s"}]}"#;
 
 fn pinned(rules: &str) -> Worker {
-    let mut w = Worker::new(config("", rules), NOW);
+    let mut w = Worker::new(config("", rules), Instant::from_ms(NOW));
     w.pin_calls_to_streams();
     w
 }

@@ -35,7 +35,7 @@ fn admit(w: &mut Worker, host: &FakeHost, s: u32, body: &'static [u8], call: usi
 #[wasm_bindgen_test]
 fn the_worst_case_is_reserved_and_the_response_settles_it() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     let body = br#"{"max_tokens":50}"#; // 17 bytes
     admit(&mut w, &host, 1, body, 0);
     assert!(host.body(0).contains("/u/67/0/"), "50 + 17 taken at admission: {}", host.body(0));
@@ -66,7 +66,7 @@ fn the_worst_case_is_reserved_and_the_response_settles_it() {
 #[wasm_bindgen_test]
 fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_spent() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     w.on_request_headers(&host, 1, &chat(), false);
     let body = br#"{"max_tokens":"lots"}"#;
     w.on_request_body(&host, 1, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
@@ -91,7 +91,7 @@ fn a_body_without_a_readable_bound_is_refused_and_a_failed_refund_is_logged_not_
 #[wasm_bindgen_test]
 fn a_reservation_whose_stream_left_before_the_answer_is_given_back_whole_if_it_was_surely_taken() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, RESERVED), Instant::from_ms(NOW));
     let body = br#"{"max_tokens":50}"#;
     let send = |w: &mut Worker, s: u32| {
         w.on_request_headers(&host, s, &chat(), false);
@@ -117,7 +117,8 @@ fn a_reservation_of_a_request_another_rule_refused_is_given_back_whole() {
     let host = FakeHost::new();
     let team = r#",{"name":"team","key":["header:x-team"],"identity":"clear",
         "limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{RESERVED}{team}")), NOW);
+    let mut w =
+        Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{RESERVED}{team}")), Instant::from_ms(NOW));
     let request = chat().with("x-team", "t");
     let body = br#"{"max_tokens":50}"#;
     w.on_request_headers(&host, 1, &request, false);
@@ -137,7 +138,7 @@ fn each_completion_asked_for_is_reserved_and_no_worst_case_passes_the_smallest_b
         "cost":{"response_header":"x-usage","default":1,"max":200000,"reservation":{"default_output":4096}},
         "limits":[{"algorithm":"token_bucket","limit":100000,"window":"1h","burst":50000},
                   {"algorithm":"fixed_window","limit":80000,"window":"1d"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, budgets), Instant::from_ms(NOW));
     let n = br#"{"n":8,"max_tokens":3000}"#; // 25 bytes
     admit(&mut w, &host, 1, n, 0);
     let both = "/1/v/24025/0/2/u/24025/0/";
@@ -162,7 +163,7 @@ fn a_refused_worst_case_is_never_cached_but_a_refused_request_count_is() {
         "cost":{"response_header":"x-usage","default":1,"max":1000,"reservation":{"default_output":100}},
         "limits":[{"algorithm":"fixed_window","limit":5,"window":"1d","counts":"requests"},
                   {"algorithm":"fixed_window","limit":1000,"window":"1h"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, rule), Instant::from_ms(NOW));
     let send = |w: &mut Worker, s: u32| {
         let body = br#"{"max_tokens":900}"#;
         w.on_request_headers(&host, s, &chat(), false);
@@ -199,7 +200,7 @@ fn marked(lead: i64, born: u64, count: i64) -> Answer {
 #[wasm_bindgen_test]
 fn a_buckets_reservation_keeps_its_mark_out_of_the_headers_and_its_refund_carries_it() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, BUCKET), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, BUCKET), Instant::from_ms(NOW));
     let send = |w: &mut Worker, s: u32, body: &'static [u8]| {
         w.on_request_headers(&host, s, &chat(), false);
         w.on_request_body(&host, s, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
@@ -223,14 +224,14 @@ fn a_buckets_reservation_keeps_its_mark_out_of_the_headers_and_its_refund_carrie
     assert!(host.body(4).contains(&format!("/1/1/f/37/{born}%3A4242/1/1")), "the mark: {}", host.body(4));
     // While that refund is out, the three settle: the one of the bucket
     // born since waits apart; the two of one bucket wait as one refund of
-    // their sum, under the older mark.
+    // their sum, under the older mark less the newer's 60 given back.
     for s in [3, 2, 4] {
         w.on_response_headers(&host, s, &Usage("7"), true);
     }
     assert_eq!(host.sent.borrow().len(), 5);
     w.on_answer(&host, host.token(4), ints(&[1, 0, 0, 0]));
     let refunds = host.body(5);
-    assert!(refunds.contains(&format!("/1/1/f/120/{born}%3A5000/1/1/f/60/{NOW}%3A67/")), "{refunds}");
+    assert!(refunds.contains(&format!("/1/1/f/120/{born}%3A5060/1/1/f/60/{NOW}%3A67/")), "{refunds}");
     assert_eq!(host.decisions_in(5), 2);
     w.on_answer(&host, host.token(5), ints(&[1, 0, 0, 0, 1, 0, 0, 0]));
     // An excess charge carries no mark.
@@ -247,7 +248,8 @@ fn a_buckets_reservation_given_back_whole_carries_its_mark() {
     let host = FakeHost::new();
     let team = r#",{"name":"team","key":["header:x-team"],"identity":"clear",
         "limits":[{"algorithm":"fixed_window","limit":1,"window":"1h"}]}"#;
-    let mut w = Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{BUCKET}{team}")), NOW);
+    let mut w =
+        Worker::new(config(r#","batch":{"max_in_flight":1}"#, &format!("{BUCKET}{team}")), Instant::from_ms(NOW));
     let body = br#"{"max_tokens":50}"#;
     let send = |w: &mut Worker, s: u32, request: &FakeRequest| {
         w.on_request_headers(&host, s, request, false);

@@ -18,17 +18,17 @@ fn slot(allowed: bool, remaining: i64) -> Answer {
     }
 }
 
-/// The op and slot id of the n-th call's only limit (`u`, `r` or `n`).
+/// The op and permit id of the n-th call's only limit (`u`, `r` or `n`).
 fn op_of(host: &FakeHost, n: usize) -> (String, String) {
     let body = host.body(n);
     let parts: Vec<&str> = body.split('/').collect();
-    // ... H, L, spec, op, amount, slot id, D, shape.
+    // ... H, L, spec, op, amount, permit id, D, shape.
     let at = parts.len() - 5;
     (parts[at].to_string(), parts[at + 2].to_string())
 }
 
 fn worker() -> Worker {
-    Worker::new(config("", LLM), NOW)
+    Worker::new(config("", LLM), Instant::from_ms(NOW))
 }
 
 #[test]
@@ -41,14 +41,14 @@ fn a_slot_taken_at_admission_is_released_once_when_the_stream_ends() {
     assert_eq!(op, "u");
     w.on_answer(&host, host.token(0), slot(true, 1));
     assert_eq!(*host.resumed.borrow(), [1]);
-    assert_eq!(host.metrics.get(0, Event::SlotTaken), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitTaken), 1);
     // The response passes: the stream still holds its slot.
     assert!(w.on_response_headers(&host, 1, &NoHeaders, false).is_empty());
     assert_eq!(host.sent.borrow().len(), 1);
     w.on_stream_end(&host, 1);
     assert_eq!(op_of(&host, 1), ("r".to_string(), id));
     w.on_answer(&host, host.token(1), slot(true, 2));
-    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitReleased), 1);
     w.on_stream_end(&host, 1);
     assert_eq!(host.sent.borrow().len(), 2, "released once");
     assert_eq!(w.sizes(), (0, 0, 0));
@@ -69,7 +69,7 @@ fn each_stream_takes_its_own_slot_and_a_refusal_says_concurrency() {
     assert_eq!((*stream, reply.status), (2, 429));
     assert_eq!(reply.body, r#"{"error":"rate_limited","rule":"llm","retry_after":1,"reason":"concurrency"}"#);
     assert!(reply.headers.contains(&("retry-after", "1".into())));
-    assert_eq!(host.metrics.get(0, Event::SlotRefused), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitRefused), 1);
     // A refusal is not cached: the next request asks the store again.
     drop(replied);
     w.on_request(&host, 3, &user("/", "a"));
@@ -95,13 +95,13 @@ fn a_live_stream_renews_its_slot_every_third_of_max_hold_and_retries_a_failed_re
     w.on_tick(&host);
     assert_eq!(host.sent.borrow().len(), 2, "one renewal in flight at a time");
     w.on_answer(&host, host.token(1), Answer::Http { status: Some(503), body: Vec::new() });
-    assert_eq!(host.metrics.get(0, Event::SlotStoreFailed), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitStoreFailed), 1);
     host.now.set(NOW + 1600);
     w.on_tick(&host);
     assert_eq!(op_of(&host, 2), ("n".to_string(), id.clone()), "a failed renewal is tried again");
     // The store had let it expire (and took it again): counted.
     w.on_answer(&host, host.token(2), ints(&[0, 1, 0, 0]));
-    assert_eq!(host.metrics.get(0, Event::SlotExpired), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitExpired), 1);
     // Dated from when the renewal was sent.
     host.now.set(NOW + 2599);
     w.on_tick(&host);
@@ -138,9 +138,9 @@ fn while_the_store_fails_an_open_rule_holds_slots_of_the_local_share() {
     assert_eq!(w.on_request(&host, 2, &user("/", "a")), Action::Continue);
     assert_eq!(w.on_request(&host, 3, &user("/", "a")), Action::Pause);
     assert_eq!(host.replied.borrow()[0].1.status, 429);
-    assert_eq!(host.metrics.get(0, Event::SlotTakenLocally), 2);
+    assert_eq!(host.metrics.get(0, Event::PermitTakenLocally), 2);
     w.on_stream_end(&host, 1);
-    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitReleased), 1);
     assert_eq!(w.on_request(&host, 4, &user("/", "a")), Action::Continue, "a slot freed locally");
     // Streams never renewed (a reloaded VM's) free the share after max_hold.
     host.now.set(NOW + 3_001);
@@ -164,7 +164,7 @@ fn a_stream_ending_while_its_renewal_is_out_is_released_after_the_renewal() {
     w.on_answer(&host, host.token(1), slot(true, 1));
     assert_eq!(op_of(&host, 2), ("r".to_string(), id));
     w.on_answer(&host, host.token(2), slot(true, 2));
-    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitReleased), 1);
     assert_eq!(w.sizes(), (0, 0, 0));
 }
 
@@ -176,7 +176,7 @@ fn a_local_slot_of_a_request_another_rule_refuses_is_given_back_and_counted() {
     let closed = r#"{"name":"gate","key":["header:x-user"],"failure_mode":"closed",
         "limits":[{"algorithm":"fixed_window","limit":100,"window":"1m"}]}"#;
     let one = LLM.replace(r#""limit":2"#, r#""limit":1"#);
-    let mut w = Worker::new(config("", &format!("{one},{closed}")), NOW);
+    let mut w = Worker::new(config("", &format!("{one},{closed}")), Instant::from_ms(NOW));
     for stream in 1..=2 {
         assert_eq!(w.on_request(&host, stream, &user("/", "a")), Action::Pause);
     }
@@ -184,7 +184,7 @@ fn a_local_slot_of_a_request_another_rule_refuses_is_given_back_and_counted() {
     // given back each time.
     let statuses: Vec<u32> = host.replied.borrow().iter().map(|(_, r)| r.status).collect();
     assert_eq!(statuses, [503, 503]);
-    assert_eq!((host.metrics.get(0, Event::SlotTakenLocally), host.metrics.get(0, Event::SlotReleased)), (2, 2));
+    assert_eq!((host.metrics.get(0, Event::PermitTakenLocally), host.metrics.get(0, Event::PermitReleased)), (2, 2));
 }
 
 /// The amount of the n-th call's only limit.
@@ -201,7 +201,7 @@ fn a_stream_held_locally_counts_in_the_stores_decisions_until_a_renewal_moves_it
     host.fail_send.set(true);
     let mut w = worker();
     assert_eq!(w.on_request(&host, 1, &user("/", "a")), Action::Continue);
-    assert_eq!(host.metrics.get(0, Event::SlotTakenLocally), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitTakenLocally), 1);
     // The store is back: a take counts the stream it cannot see.
     host.fail_send.set(false);
     host.now.set(NOW + 500);
@@ -218,7 +218,7 @@ fn a_stream_held_locally_counts_in_the_stores_decisions_until_a_renewal_moves_it
     assert_ne!(local_id, stored_id);
     assert_eq!(host.sent.borrow().len(), 2, "stream 2's renewal is not due yet");
     w.on_answer(&host, host.token(1), ints(&[0, 0, 0, 0]));
-    assert_eq!(host.metrics.get(0, Event::SlotExpired), 0, "a move is no expiry");
+    assert_eq!(host.metrics.get(0, Event::PermitExpired), 0, "a move is no expiry");
     // In the store now: a take counts itself alone, and the stream's end
     // releases it there.
     assert_eq!(w.on_request(&host, 3, &user("/", "a")), Action::Pause);
@@ -240,7 +240,7 @@ fn a_local_stream_that_ends_while_it_moves_is_released_from_the_store_once() {
     let (op, id) = op_of(&host, 0);
     assert_eq!(op, "n");
     w.on_stream_end(&host, 1);
-    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1, "given back to the local share at once");
+    assert_eq!(host.metrics.get(0, Event::PermitReleased), 1, "given back to the local share at once");
     assert_eq!(host.sent.borrow().len(), 1);
     w.on_answer(&host, host.token(0), ints(&[0, 1, 0, 0]));
     assert_eq!(op_of(&host, 1), ("r".to_string(), id), "then released from the store");
@@ -256,7 +256,7 @@ fn a_slot_taken_by_a_decision_that_answered_is_released_when_the_stream_ends_bef
     let gate =
         r#"{"name":"gate","key":["header:x-gate"],"limits":[{"algorithm":"fixed_window","limit":5,"window":"1m"}]}"#;
     let host = FakeHost::new();
-    let mut w = Worker::new(config(r#","batch":{"max_decisions":1}"#, &format!("{LLM},{gate}")), NOW);
+    let mut w = Worker::new(config(r#","batch":{"max_decisions":1}"#, &format!("{LLM},{gate}")), Instant::from_ms(NOW));
     let req = user("/", "a").with("x-gate", "g");
     assert_eq!(w.on_request(&host, 1, &req), Action::Pause);
     assert_eq!(host.sent.borrow().len(), 2, "one call per decision");
@@ -269,7 +269,7 @@ fn a_slot_taken_by_a_decision_that_answered_is_released_when_the_stream_ends_bef
     w.on_answer(&host, host.token(1), ints(&[1, 4, 60_000, 0]));
     w.on_answer(&host, host.token(2), slot(true, 2));
     assert_eq!(host.sent.borrow().len(), 3, "released once");
-    assert_eq!(host.metrics.get(0, Event::SlotReleased), 1);
+    assert_eq!(host.metrics.get(0, Event::PermitReleased), 1);
     assert_eq!(w.sizes(), (0, 0, 0));
 }
 

@@ -54,7 +54,7 @@ const WITH_USAGE: [&str; 4] = [
 #[wasm_bindgen_test]
 fn a_stream_is_made_to_ask_for_its_usage_and_its_client_never_sees_it() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", ASKING), NOW);
+    let mut w = Worker::new(config("", ASKING), Instant::from_ms(NOW));
     let body = br#"{"model":"m","stream":true,"messages":[]}"#;
     admit(&mut w, &host, 1, body, 0);
     let sent = host.request_bodies.borrow().clone();
@@ -87,7 +87,7 @@ fn a_stream_is_made_to_ask_for_its_usage_and_its_client_never_sees_it() {
 #[wasm_bindgen_test]
 fn a_client_that_asked_gets_its_usage_and_its_body_as_it_sent_it() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", ASKING), NOW);
+    let mut w = Worker::new(config("", ASKING), Instant::from_ms(NOW));
     admit(&mut w, &host, 1, br#"{"stream":true,"stream_options":{"include_usage":true}}"#, 0);
     admit(&mut w, &host, 2, br#"{"stream":false}"#, 1);
     assert!(host.request_bodies.borrow().is_empty(), "nothing to add");
@@ -100,7 +100,7 @@ fn a_client_that_asked_gets_its_usage_and_its_body_as_it_sent_it() {
 #[wasm_bindgen_test]
 fn a_body_naming_stream_in_another_case_is_refused() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", ASKING), NOW);
+    let mut w = Worker::new(config("", ASKING), Instant::from_ms(NOW));
     w.on_request_headers(&host, 1, &chat(), false);
     let body = br#"{"stream":false,"Stream":true}"#;
     w.on_request_body(&host, 1, &chat(), body.len() as u64, true, |n| Some(body[..n as usize].to_vec()));
@@ -119,7 +119,7 @@ fn a_body_naming_stream_in_another_case_is_refused() {
 #[wasm_bindgen_test]
 fn a_stream_cut_before_its_usage_pays_its_prompt_and_what_it_delivered() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", ASKING), NOW);
+    let mut w = Worker::new(config("", ASKING), Instant::from_ms(NOW));
     // 40,000 bytes of prompt: 10,000 units at 4 bytes a unit.
     let body = format!(r#"{{"stream":true,"messages":"{}"}}"#, "x".repeat(40_000 - 29));
     assert_eq!(body.len(), 40_000);

@@ -33,7 +33,7 @@ const TIMEOUT: Headers = Headers(&[(":status", "504"), ("content-type", "text/pl
 /// A worker with stream 1 of client "a" admitted by the store.
 fn admitted() -> (FakeHost, Worker) {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", &format!("{LLM},{API}")), NOW);
+    let mut w = Worker::new(config("", &format!("{LLM},{API}")), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/v1/chat", "a"));
     w.on_answer(&host, host.token(0), ints(&ALLOW));
     (host, w)
@@ -50,7 +50,7 @@ fn charged(host: &FakeHost, n: usize) -> u64 {
 #[wasm_bindgen_test]
 fn a_request_a_body_rule_applies_to_asks_for_an_uncompressed_answer() {
     let host = FakeHost::new();
-    let mut w = Worker::new(config("", &format!("{LLM},{API}")), NOW);
+    let mut w = Worker::new(config("", &format!("{LLM},{API}")), Instant::from_ms(NOW));
     w.on_request(&host, 1, &user("/api/x", "a"));
     assert!(host.request_headers.borrow().is_empty(), "a rule with a fixed cost leaves the request alone");
     w.on_request(&host, 2, &user("/v1/chat", "a"));
