@@ -315,8 +315,9 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
                     bucket_overrun(&points, spec.limit, spec.window_ms, spec.burst + slack)
                 {
                     let refunded = refunds_between(world, rule, user, uses[j].store_ms, uses[k].store_ms);
+                    let choices = uses[j..=k].iter().any(|u| world.streams[u.stream].choices > 1);
                     return Err(format!(
-                        "{name}: {taken} units admitted within {} ms (store time), at most {most} (burst {} + {} per {} ms{}); uses from {} to {}{}",
+                        "{name}: {taken} units admitted within {} ms (store time), at most {most} (burst {} + {} per {} ms{}); uses from {} to {}{}{}",
                         points[k].at - points[j].at,
                         spec.burst,
                         spec.limit,
@@ -324,7 +325,8 @@ fn rate_bounds(world: &mut World, rule: usize, user: usize, epoch: u32) -> Resul
                         if slack > 0 { format!(", {slack} refunds from before a flush") } else { String::new() },
                         uses[j].store_ms,
                         uses[k].store_ms,
-                        if refunded > 0 { format!("; refunds of {refunded} units landed within it") } else { String::new() }
+                        if refunded > 0 { format!("; refunds of {refunded} units landed within it") } else { String::new() },
+                        if choices { "; a request within it asked n > 1 completions" } else { "" }
                     ));
                 }
             }

@@ -46,13 +46,15 @@ const STEPS: usize = 400;
 /// fleet of two sharing the store; panics with the reproduction on a
 /// violation, or (`found`: `SIM_KEEP_GOING`) notes the first of each
 /// invariant and goes on, past the invariants found before too.
-/// `SIM_HUNT=<text>`: only violations saying it count.
+/// `SIM_HUNT=<text>`: only violations saying it count; `SIM_SKIP=<text>`:
+/// not those saying this.
 fn run_seed(servers: &[Servers], seed: u64, mut found: Option<&mut Vec<Found>>, started: Instant) -> Stats {
     let mut total = Stats::default();
     for store in servers {
         for proxies in [1, 2] {
             let known: Vec<String> = found.iter().flat_map(|f| f.iter().map(|f| f.invariant.clone())).collect();
-            let heed = Heed { known: known.clone(), hunt: std::env::var("SIM_HUNT").unwrap_or_default() };
+            let env = |name: &str| std::env::var(name).unwrap_or_default();
+            let heed = Heed { known: known.clone(), hunt: env("SIM_HUNT"), skip: env("SIM_SKIP") };
             match (world::run(store, seed, proxies, STEPS, &heed), found.as_deref_mut()) {
                 (Ok(stats), _) => total.add(&stats),
                 (Err(f), None) => panic!("{}", f.report),

@@ -165,6 +165,9 @@ pub struct Heed {
     /// them (one way among several to violate an invariant, e.g.
     /// "refused after refunds").
     pub hunt: String,
+    /// `SIM_SKIP=<text>[|<text>...]`: not those that say one of these
+    /// (e.g. "n > 1", against a build that predates it).
+    pub skip: String,
 }
 
 impl Heed {
@@ -175,7 +178,10 @@ impl Heed {
 
     /// Whether `violation` stops the schedule.
     pub fn stops(&self, violation: &str) -> bool {
-        !self.known.iter().any(|k| k == name(violation)) && self.hunt.split('|').any(|h| violation.contains(h))
+        let says = |texts: &str| texts.split('|').any(|t| violation.contains(t));
+        !self.known.iter().any(|k| k == name(violation))
+            && says(&self.hunt)
+            && (self.skip.is_empty() || !says(&self.skip))
     }
 }
 
@@ -250,6 +256,8 @@ pub struct Tracked {
     pub user: usize,
     /// Units it reserves at admission (`rv`, `rvt`).
     pub reserved: u64,
+    /// The completions its body asks for (`rvt`'s `n`; else 1).
+    pub choices: u64,
     /// Its request body's bytes.
     pub prompt_bytes: u64,
     /// Still live (not ended, not gone with its VM).
@@ -570,6 +578,7 @@ impl World<'_> {
             rule,
             user,
             reserved,
+            choices,
             live: true,
             begun: self.step,
             begun_wall: self.wall_ms(),
