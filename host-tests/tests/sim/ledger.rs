@@ -19,6 +19,8 @@ pub struct Decided {
     pub rule: usize,
     /// The host call that carried it.
     pub call: u64,
+    /// Its place among every decision the store ran (across the proxies).
+    pub seq: u64,
     /// The caller's clock it was sent with.
     pub caller_ms: u64,
     /// The store's clock when it ran.
@@ -63,11 +65,13 @@ pub struct Ledger {
     /// The last request-time decision's limits per (identity, rule name):
     /// what a cached refusal is checked against.
     pub last: BTreeMap<(String, String), StoredDecision>,
+    /// Request-time decisions recorded so far.
+    recorded: u64,
 }
 
 impl Ledger {
     pub fn new() -> Ledger {
-        Ledger { model: Some(Model::new()), settled: BTreeMap::new(), last: BTreeMap::new() }
+        Ledger { model: Some(Model::new()), settled: BTreeMap::new(), last: BTreeMap::new(), recorded: 0 }
     }
 
     /// The store forgot everything: so does the model.
@@ -130,9 +134,11 @@ impl Ledger {
             }
             let Some(r) = rule(&key.1) else { continue };
             self.last.insert(key, d.clone());
+            self.recorded += 1;
             out.push(Decided {
                 rule: r,
                 call: call.id,
+                seq: self.recorded,
                 caller_ms: stored.now_ms,
                 store_ms,
                 travel_ms,

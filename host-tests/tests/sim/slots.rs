@@ -70,9 +70,13 @@ pub fn after_outage(world: &mut World) -> Result<(), String> {
             t.rule == co && t.admitted_step == step && t.by_store() && t.epoch == world.epoch
         })
         .collect();
+    // When the store ran a stream's decision (its place among all).
+    let ran = |t: &Tracked| t.decisions.iter().map(|d| d.seq).max();
     for i in fresh {
         let s = &world.streams[i];
-        let streams: Vec<&Tracked> = open(world, s.user, "co").collect();
+        // In flight when the store admitted it: not the streams another
+        // decision admitted after it (theirs is checked in turn).
+        let streams: Vec<&Tracked> = open(world, s.user, "co").filter(|t| !(t.by_store() && ran(t) > ran(s))).collect();
         let local = |t: &&&Tracked| !t.by_store();
         let unseen = streams.iter().filter(local).filter(|t| t.proxy == s.proxy && t.admitted_step > s.begun).count();
         let others = streams.iter().filter(local).filter(|t| t.proxy != s.proxy).count();
