@@ -73,8 +73,8 @@ test-wasm: ## The filter's pure-logic unit tests inside wasm32 (wasm-bindgen-tes
 	CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p ratelimit-filter --lib --target wasm32-unknown-unknown
 
-sim: setup build ## Simulate the real module under random schedules and faults for SIM_SECONDS (600); a violation prints its seed and schedule
-	SIM_SECONDS=$${SIM_SECONDS:-600} cargo test -q -p host-tests --test sim -- --nocapture
+sim: setup build ## Simulate the real module under random schedules and faults for SIM_SECONDS (1800); a violation prints its seed and schedule
+	SIM_SECONDS=$${SIM_SECONDS:-1800} cargo test -q -p host-tests --test sim -- --nocapture
 
 demo: setup build ## Run Redis, webdis, Envoy and a backend, send a burst, print the verdicts
 	cargo run -q -p host-tests --bin demo

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 ENVOY_VERSION=1.40.0
 VENV=.venv
 APT_PACKAGES=(redis-server redis-tools webdis wrk skopeo docker-registry python3-venv binaryen curl valgrind)
+# The simulator runs Redis and webdis on a clock it moves: libfaketime, with
+# mimalloc preloaded before it (libfaketime alone crashes Debian's redis-server).
+APT_PACKAGES+=(faketime libfaketime libmimalloc2.0)
 # make nginx: NGINX and ngx_wasm_module from source, Wasmtime's C API (cmake).
 APT_PACKAGES+=(gcc make cmake libpcre2-dev zlib1g-dev)
 # Node.js runs wasm-bindgen-test; many machines already have it outside apt.

@@ -39,6 +39,8 @@ pub mod sdk;
 pub mod settle;
 pub mod stack;
 pub mod store_acl;
+pub mod store_clock;
+pub mod store_decisions;
 pub mod test_server;
 pub mod wasm_host;
 pub mod webdis;

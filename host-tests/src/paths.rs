@@ -11,9 +11,12 @@ pub fn root() -> PathBuf {
 /// (its plots, `BENCHMARKS-<figure>.png`, sit beside it).
 pub const BENCHMARKS: &str = "docs/BENCHMARKS.md";
 
-/// A file under `dist/`, or a clear failure telling how to build it.
+/// A file under `dist/` (or under `$RATELIMIT_DIST`: the builds of
+/// another commit, e.g. to see the simulator find a bug fixed since), or
+/// a clear failure telling how to build it.
 pub fn dist(name: &str) -> PathBuf {
-    let path = root().join("dist").join(name);
+    let dir = std::env::var_os("RATELIMIT_DIST").map_or_else(|| root().join("dist"), PathBuf::from);
+    let path = dir.join(name);
     assert!(path.is_file(), "{} is missing: run `make build` first", path.display());
     path
 }

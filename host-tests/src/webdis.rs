@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::paths::{program, root};
 use crate::process::{free_port, wait_for_port, Guard, TempDir};
+use crate::store_clock::StoreClock;
 
 /// A running webdis, stopped on drop.
 pub struct Webdis {
@@ -21,6 +22,7 @@ pub struct Webdis {
     pub process: Guard,
     config: std::path::PathBuf,
     dir: TempDir,
+    env: Vec<(String, String)>,
 }
 
 /// The shipped `envoy-config/webdis.json`.
@@ -82,6 +84,16 @@ impl Webdis {
     /// The same with top-level fields of webdis.json replaced or added
     /// (e.g. `redis_auth`).
     pub fn start_with(redis_port: u16, fields: &[(&str, Value)]) -> Webdis {
+        Webdis::start_in(redis_port, fields, Vec::new())
+    }
+
+    /// Starts webdis talking to the Redis on `redis_port`, on the store's
+    /// clock `clock` (see `store_clock`).
+    pub fn start_on_clock(redis_port: u16, clock: &StoreClock) -> Webdis {
+        Webdis::start_in(redis_port, &[], clock.env())
+    }
+
+    fn start_in(redis_port: u16, fields: &[(&str, Value)], env: Vec<(String, String)>) -> Webdis {
         let dir = TempDir::new("webdis");
         let port = free_port();
         let mut config = shipped_config();
@@ -96,21 +108,22 @@ impl Webdis {
         }
         let path = dir.path().join("webdis.json");
         std::fs::write(&path, config.to_string()).unwrap();
-        let process = spawn(&path, &dir);
+        let process = spawn(&path, &dir, &env);
         wait_for_port(port, "webdis", Duration::from_secs(10));
-        Webdis { port, process, config: path, dir }
+        Webdis { port, process, config: path, dir, env }
     }
 
     /// Starts it again after `process.stop()`, on the same port.
     pub fn restart(&mut self) {
         self.process.stop();
-        self.process = spawn(&self.config, &self.dir);
+        self.process = spawn(&self.config, &self.dir, &self.env);
         wait_for_port(self.port, "webdis", Duration::from_secs(10));
     }
 }
 
-fn spawn(config: &std::path::Path, dir: &TempDir) -> Guard {
+fn spawn(config: &std::path::Path, dir: &TempDir, env: &[(String, String)]) -> Guard {
     let mut cmd = Command::new(program("webdis"));
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.arg(config);
     Guard::spawn("webdis", cmd, &dir.path().join("webdis.log"))
 }

@@ -245,7 +245,10 @@ impl Bounds {
             Algorithm::Concurrency => (spec.limit, spec.window_ms.max(CC_RETRY_MS)),
         };
         let longest_ms = longest.min(TOP);
-        let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. }) && op.amount() > capacity;
+        // A take counting the streams held outside the store may ask more
+        // than the limit: the script refuses it as any full limit (retry
+        // CC_RETRY_MS), a permit may free before the next.
+        let never_fits = !matches!(op, Op::Charge(_) | Op::Refund { .. } | Op::Take(..)) && op.amount() > capacity;
         // A refund is reported as 1 0 0 0, like a kept permit.
         let never_refused = matches!(op, Op::Release(_) | Op::Renew(_) | Op::Refund { .. });
         let marked = matches!(op, Op::Reserve(_)).then(|| spec.burst.saturating_mul(spec.window_ms));

@@ -209,6 +209,13 @@ pub struct Calls {
     pending: BTreeMap<u64, Call>,
     done: Vec<Call>,
     keep_history: bool,
+    /// Calls dispatched since the test last took them, when it asked to
+    /// see each (`Host::take_dispatched`).
+    journal: Option<Vec<Call>>,
+    /// With the journal: the calls answered since, each with whether the
+    /// module got the store's own reply (not a timeout, an error the fault
+    /// made up, a failed connection).
+    answers: Vec<(u64, bool)>,
 }
 
 impl Default for Calls {
@@ -220,7 +227,37 @@ impl Default for Calls {
 impl Calls {
     /// No calls yet; `keep_history`: whether calls done are kept for `all`.
     pub fn new(keep_history: bool) -> Calls {
-        Calls { next_id: 0, pending: BTreeMap::new(), done: Vec::new(), keep_history }
+        Calls {
+            next_id: 0,
+            pending: BTreeMap::new(),
+            done: Vec::new(),
+            keep_history,
+            journal: None,
+            answers: Vec::new(),
+        }
+    }
+
+    /// From now on, keeps each call dispatched until `take_dispatched`.
+    pub fn keep_journal(&mut self) {
+        self.journal.get_or_insert_with(Vec::new);
+    }
+
+    /// The calls dispatched since the last time, in dispatch order.
+    pub fn take_dispatched(&mut self) -> Vec<Call> {
+        self.journal.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// With the journal, notes that call `id` was answered (`from_store`:
+    /// with the store's own reply).
+    pub fn note_answer(&mut self, id: u64, from_store: bool) {
+        if self.journal.is_some() {
+            self.answers.push((id, from_store));
+        }
+    }
+
+    /// The answers noted since the last time, in order.
+    pub fn take_answers(&mut self) -> Vec<(u64, bool)> {
+        std::mem::take(&mut self.answers)
     }
 
     /// The id the next call gets (its sequence number across the host).
@@ -232,6 +269,9 @@ impl Calls {
     pub fn push(&mut self, mut call: Call) {
         call.id = self.next_id;
         self.next_id += 1;
+        if let Some(journal) = &mut self.journal {
+            journal.push(call.clone());
+        }
         if call.answer == Answer::Lost {
             call.outcome = Outcome::Lost;
             self.retire(call);

@@ -44,6 +44,14 @@ pub fn deliver(vms: &mut [Vm], world: &WorldRef, id: u64) {
         },
         Transport::Redis => redis_reply(vm, world, &call, now),
     };
+    let from_store = matches!(call.outcome, Outcome::Delivered(_))
+        && call.fault.reaches_store()
+        && match &reply {
+            Reply::Http { headers, .. } => headers.first(":status") == Some(b"200"),
+            Reply::Redis(_) => true,
+            Reply::HttpReset | Reply::RedisNetworkError => false,
+        };
+    lock(world).calls.note_answer(call.id, from_store);
     for _ in 0..times {
         callback(vm, call.token, &reply, misreport);
     }

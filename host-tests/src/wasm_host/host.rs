@@ -40,6 +40,7 @@ pub struct HostBuilder {
     statuses: Vec<(String, i32, Times)>,
     record_traps: bool,
     keep_calls: bool,
+    journal: bool,
 }
 
 impl HostBuilder {
@@ -54,6 +55,7 @@ impl HostBuilder {
             statuses: Vec::new(),
             record_traps: false,
             keep_calls: true,
+            journal: false,
         }
     }
 
@@ -105,6 +107,13 @@ impl HostBuilder {
         self
     }
 
+    /// Keep every store call dispatched until the test takes it
+    /// (`Host::take_dispatched`): to follow what reached the store, in order.
+    pub fn journal(mut self) -> HostBuilder {
+        self.journal = true;
+        self
+    }
+
     /// Loads the module and starts every VM (configure included).
     pub fn start(self) -> Host {
         let module = module(self.artifact);
@@ -114,13 +123,17 @@ impl HostBuilder {
         for (hostcall, status, times) in self.statuses {
             statuses.add(&hostcall, status, times).unwrap_or_else(|e| panic!("{e}"));
         }
+        let mut calls = Calls::new(self.keep_calls);
+        if self.journal {
+            calls.keep_journal();
+        }
         let world: WorldRef = Arc::new(Mutex::new(World {
             clock: clock.clone(),
             shared: SharedData::default(),
             metrics: Metrics::default(),
             clusters: self.clusters,
             faults: FaultPlan::default(),
-            calls: Calls::new(self.keep_calls),
+            calls,
             statuses,
             logs: Vec::new(),
             record_traps: self.record_traps,
@@ -394,6 +407,29 @@ impl Host {
         self.clock.step_back(ms);
     }
 
+    /// The next instant something falls due (a store reply, a timeout, a
+    /// timer), if any: a test driving several hosts on one clock moves them
+    /// event by event.
+    pub fn next_event_ms(&self) -> Option<u64> {
+        let call = lock(&self.world).calls.next_instant();
+        let tick = self.next_tick.iter().flatten().min().copied();
+        [call, tick].into_iter().flatten().min()
+    }
+
+    /// The store calls dispatched since the last time (kept with
+    /// `HostBuilder::journal`), in dispatch order.
+    pub fn take_dispatched(&mut self) -> Vec<Call> {
+        lock(&self.world).calls.take_dispatched()
+    }
+
+    /// The store calls answered since the last time (with
+    /// `HostBuilder::journal`): each call's id, and whether the module got
+    /// the store's own reply (not a timeout, a fault's error, a failed
+    /// connection).
+    pub fn take_answers(&mut self) -> Vec<(u64, bool)> {
+        lock(&self.world).calls.take_answers()
+    }
+
     /// Moves the clock to `ms` since the epoch (see `advance`).
     pub fn advance_to(&mut self, ms: u64) {
         let now = self.clock.now_ms();
@@ -455,6 +491,12 @@ impl Host {
         let w = lock(&self.world);
         let m = w.metrics.get(name).unwrap_or_else(|| panic!("no metric {name}; defined: {:?}", w.metrics.names()));
         m.value
+    }
+
+    /// A counter or gauge, summed over VMs; 0 while the module has not
+    /// defined it (it defines some on first use).
+    pub fn counter_or_zero(&self, name: &str) -> i64 {
+        lock(&self.world).metrics.get(name).map_or(0, |m| m.value)
     }
 
     /// A histogram's samples, in the order recorded.

@@ -81,14 +81,24 @@ impl RedisLink {
         Some(link)
     }
 
-    /// Writes call `id`'s command; false if the connection broke.
+    /// Writes call `id`'s command and reads its reply ahead (kept until
+    /// the call is delivered): the command runs in Redis at the instant it
+    /// was dispatched, whatever the test does next (a test moving the
+    /// store's clock must not race Redis reading its socket). False if the
+    /// connection broke.
     pub fn send(&mut self, id: u64, query: &[u8]) -> bool {
         if let Err(e) = self.stream.write_all(query) {
             eprintln!("redis link {}: writing call {id} failed: {e}", self.generation);
             return false;
         }
         self.sent.push_back(id);
-        true
+        match self.reply(id) {
+            Some(bytes) => {
+                self.read.insert(id, bytes);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The reply to call `id`, reading (and keeping) the replies of the

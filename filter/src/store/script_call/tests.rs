@@ -1,5 +1,5 @@
 use super::*;
-use crate::spec::{LimitCall, Mark};
+use crate::spec::{LimitCall, Mark, PermitId};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const MINUTE: LimitSpec = LimitSpec { algorithm: Algorithm::SlidingWindow, limit: 100, window_ms: 60_000, burst: 100 };
@@ -228,6 +228,24 @@ fn a_call_without_decisions_or_limits_has_no_right_reply() {
     assert_eq!(none.decode(&ints(&[])), refused, "zero decisions: an empty reply is no verdict");
     let empty = ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &[] }]);
     assert_eq!(empty.decode(&ints(&[])), refused, "a decision of no limits would allow by an empty all()");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_take_counting_more_local_streams_than_the_limit_is_refused_as_any_full_limit() {
+    // Two streams of a limit of 2 held by the local share: the take asks 3.
+    // The script refuses it with the concurrency wait; the other decision
+    // of the call (another client) keeps its answer.
+    let cc = LimitSpec { algorithm: Algorithm::Concurrency, limit: 2, window_ms: 12_000, burst: 2 };
+    let (a, b) = ([limit(cc, Op::Take(PermitId(7), 0))], [limit(cc, Op::Take(PermitId(8), 2))]);
+    let call = ScriptCall::new(
+        "rl",
+        Instant::from_ms(0),
+        &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
+    );
+    let reply = [0, 0, 0, CC_RETRY_MS as i64, 0, 0, 0, CC_RETRY_MS as i64];
+    let refused = d(false, 0, 0, Some(CC_RETRY_MS));
+    assert_eq!(call.decode(&ints(&reply)), Ok(vec![Ok(vec![refused]), Ok(vec![refused])]));
 }
 
 #[test]

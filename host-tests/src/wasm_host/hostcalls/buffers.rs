@@ -1,6 +1,7 @@
 //! `proxy_get_buffer_bytes`, as proxy-wasm-cpp-host and Envoy serve it: the
 //! plugin configuration (7) during `proxy_on_configure` only, the request
-//! body (0) during `proxy_on_request_body` only, an HTTP-call
+//! body (0) during `proxy_on_request_body` only, the response body's
+//! chunk (1) during `proxy_on_response_body` only, an HTTP-call
 //! response body (4) and a Redis reply (9, Higress) during their callback
 //! only. A buffer that does not exist now is NotFound; the range is cut to
 //! the buffer; an empty range writes a null pointer and size 0.
