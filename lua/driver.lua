@@ -12,6 +12,7 @@
 -- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1, cc 1
 -- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
 -- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
+-- @overrides keys: one per run, before the limits' | shape: index/run,run | reply: state first; limits last if state is not 0
 --
 -- KEYS: sliding_window's two are the current and the previous window's
 --   counter; the caller's clock picks them (filter/src/keys.rs).
@@ -42,6 +43,18 @@
 --   elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
 --   shapes). The test build appends its clock (CLOCK_ARGS).
+-- Overrides (the @overrides line): a decision's shape written index/runs,
+--   e.g. 3/2,1, reads the operator's overrides of its client: its limits
+--   come in runs, one per rule (2 limits, then 1), and its keys start
+--   with one override key per run (<domain>:{<identity>}:<rule>:override,
+--   filter/src/keys.rs), read by the same MGET as the counts. A present
+--   override with an expiry (see override.lua) changes its rule's limits,
+--   blocks it or resets it; one without an expiry is ignored. Its reply
+--   starts with a state: 0 (no override), 1 (one applies) or 3 (one
+--   applies and this decision applied its reset); after its limits'
+--   values, if the state is not 0, each limit's limit as decided (0:
+--   blocked). A blocked limit's values are 0 0 ttl ttl, ttl the block's
+--   time left (ms).
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
 --   allowed; -1 when amount can never fit). For v, if allowed: 1, the lead
 --   after (units of 1/limit ms: remaining and reset follow from it), born
@@ -316,16 +329,42 @@ if a + D - 1 ~= nargs then
   return bad('expected ' .. (a + D - 1) .. ' arguments for these decisions')
 end
 -- keys_of: the keys a shape index's text takes, filled with shape.
-local keys_needed, keys_of, first = 0, {}, a
+-- runs_of: a text that reads overrides (index/runs), its runs; false
+-- while no decision of the call reads them (the usual call).
+local keys_needed, keys_of, runs_of, first = 0, {}, false, a
 for d = first, first + D - 1 do
   local text = argv[d]
   local nk = keys_of[text]
   if nk == nil then
-    local h = posint(text)
+    local h, runs = posint(text), false
+    if h == nil then
+      -- index/runs: a run's limits, one run per rule, all the shape's.
+      local index, list = string.match(text, '^(%d+)/(%d[%d,]*)$')
+      h = posint(index)
+      if h and h <= H then
+        runs, nk = {}, 0
+        for run in string.gmatch(list, '[^,]+') do
+          local x = posint(run)
+          if x == nil then
+            h = nil
+            break
+          end
+          runs[#runs + 1], nk = x, nk + x
+        end
+        if h and (nk ~= hs[SHAPE_SLOTS * (h - 1) + H_LIMITS] or string.find(list, ',,') or string.sub(list, -1) == ',') then
+          return bad('decision ' .. (d - first + 1) .. ': its runs must add up to its shape\'s limits')
+        end
+      end
+    end
     if not (h and h <= H) then
       return bad('decision ' .. (d - first + 1) .. ': shape must be an index into the shapes')
     end
     shape[text], nk = h, hs[SHAPE_SLOTS * (h - 1) + H_KEYS]
+    if runs then
+      -- The override keys, read by the MGET.
+      nk, runs_of, has_strings = nk + #runs, runs_of or {}, true
+      runs_of[text] = runs
+    end
     keys_of[text] = nk
   end
   keys_needed = keys_needed + nk
@@ -408,25 +447,52 @@ for h = 1, H do
     break
   end
 end
-local k, r = 1, 0
+-- ovs: each override key met in the call, read (see override.lua).
+local k, r, ovs = 1, 0, false
 for d = first, first + D - 1 do
   local h = shape[argv[d]]
-  local decided = false
-  if h == lone then
+  -- ov: false, or the decision's overrides per limit (see override.lua);
+  -- o0: where its state is in the reply.
+  local decided, ov, o0 = false, false, 0
+  if runs_of then
+    local runs = runs_of[argv[d]]
+    if runs then
+      o0 = r + 1
+      reply[o0], r = 0, o0
+      for i = k, k + #runs - 1 do
+        ov = ov or got[i]
+      end
+      if ov then
+        --@include override.lua
+      end
+      k = k + #runs
+    end
+  end
+  if h == lone and not ov then
     --@include lone_window.lua
   end
   if not decided then
     local at = SHAPE_SLOTS * (h - 1)
     local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
     local k0, r0 = k, r
-    for _ = 1, hs[at + H_LIMITS] do
+    for li = 1, hs[at + H_LIMITS] do
       local s, op, amount, offset = lq[x + L_SPEC], lq[x + L_OP], lq[x + L_AMOUNT], lq[x + L_OFFSET]
       x = x + LIMIT_SLOTS
       local o = SPEC_SLOTS * (s - 1)
       local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
       local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
+      local e = ov and ov[li]
+      if e then
+        -- The override's limit (and what follows from it), or a block.
+        limit, burst, p1, p2, p3, p4 = e[1], e[2], e[3], e[4], e[5], e[6]
+      end
       local allowed, remaining, reset, retry
-      if op == 'f' then
+      if limit == 0 then
+        -- Blocked (e[2]: the block's time left): refused, nothing of the
+        -- decision written.
+        allowed, remaining, reset, retry = false, 0, e[2], e[2]
+        k = k + (c == 'sw' and 2 or 1)
+      elseif op == 'f' then
         --@include refund.lua
         k = k + (c == 'sw' and 2 or 1)
       elseif c == 'sw' then
@@ -455,11 +521,15 @@ for d = first, first + D - 1 do
       r = r + REPLY_SLOTS
     end
     if failed then
-      -- Nothing of it is written; its values: the error's text, then zeros.
+      -- Nothing of it is written (but a reset it applied); its values: the
+      -- error's text, then zeros; no override state.
       k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
       reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
       for i = r0 + 2, r do
         reply[i] = 0
+      end
+      if o0 > 0 then
+        reply[o0] = 0
       end
     elseif all or charge then
       for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
@@ -490,6 +560,16 @@ for d = first, first + D - 1 do
           --@include sliding_log_write.lua
         end
       end
+    end
+    if ov and not failed then
+      -- Each limit's limit as decided, after the values.
+      x = hs[at + H_FIRST]
+      for li = 1, hs[at + H_LIMITS] do
+        local e = ov[li]
+        reply[r + li] = e and e[1] or sp[SPEC_SLOTS * (lq[x + L_SPEC] - 1) + S_LIMIT]
+        x = x + LIMIT_SLOTS
+      end
+      r = r + hs[at + H_LIMITS]
     end
   end
 end

@@ -143,7 +143,7 @@ mod tests {
     fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
         Shown {
             limit: 5,
-            outcome: LimitOutcome { allowed, remaining, reset_ms, retry_after_ms: Some(retry) },
+            outcome: LimitOutcome { allowed, remaining, reset_ms, retry_after_ms: Some(retry), overridden: None },
             policy: None,
         }
     }

@@ -204,10 +204,11 @@ pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Limit
         remaining: to_u64(remaining),
         reset_ms: to_u64(reset),
         retry_after_ms: retry.map(to_u64),
+        overridden: None,
     }
 }
 
 /// An allowed decision; remaining floored at 0.
 pub(crate) fn allowed(remaining: i128, reset: i128) -> LimitOutcome {
-    LimitOutcome { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
+    LimitOutcome { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0), overridden: None }
 }

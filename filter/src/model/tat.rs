@@ -54,7 +54,7 @@ impl TatState {
                 }
                 _ => self.clone(),
             };
-            return (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next);
+            return (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0), overridden: None }, next);
         }
         let mut next = self.clone();
         if !matches!(op, Op::Check(_)) {
@@ -81,6 +81,7 @@ impl TatState {
                 remaining: lead,
                 reset_ms: mark.born_ms,
                 retry_after_ms: Some(mark.count),
+                overridden: None,
             };
             return (reply, next);
         }

@@ -137,6 +137,7 @@ fn admitted(
                 remaining: leased.remaining_at_grant.saturating_add(in_lease).min(capacity),
                 reset_ms: leased.reset_at_ms.saturating_sub(now_ms),
                 retry_after_ms: Some(0),
+                overridden: None,
             },
             policy: Some(PolicyRef { rule: l.rule, limit: l.limit, partition }),
         };

@@ -68,6 +68,7 @@ pub(super) fn cached_denial<S: SharedData + ?Sized>(
                 remaining: e.remaining,
                 reset_ms: e.reset_at.since(now),
                 retry_after_ms: Some(e.deny_until.since(now)),
+                overridden: None,
             },
             policy: Some(PolicyRef { rule: r, limit: i, partition }),
         })

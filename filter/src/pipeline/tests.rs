@@ -139,11 +139,11 @@ impl Claims for TestClaims<'_> {
 }
 
 fn allow(remaining: u64, reset_ms: u64) -> LimitOutcome {
-    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
+    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0), overridden: None }
 }
 
 fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
-    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
+    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry), overridden: None }
 }
 
 fn api(key: &str) -> FakeRequest {

@@ -109,7 +109,7 @@ fn ints(values: &[i64]) -> ScriptReply {
 }
 
 fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> LimitOutcome {
-    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms }
+    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms, overridden: None }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
