@@ -169,7 +169,7 @@ mod tests {
             b = next;
         }
         for mark in marks.into_iter().rev() {
-            b = b.decide(&spec, 200, Op::Refund { amount: 17_000, at_ms: 0, mark }).1;
+            b = b.decide(&spec, 200, Op::Refund { amount: 17_000, at: Instant::from_ms(0), mark }).1;
         }
         // 12,000 used, 200 refilled.
         assert_eq!(b.decide(&spec, 200, Op::Check(1)).0.remaining, 88_200);

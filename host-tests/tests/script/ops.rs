@@ -314,7 +314,7 @@ fn refunds_of_reservations_held_at_once_land_in_any_order() {
                 })
                 .collect();
             for i in order {
-                let refund = Op::Refund { amount: 17_000, at_ms: T0, mark: marks[i] };
+                let refund = Op::Refund { amount: 17_000, at: Instant::from_ms(T0), mark: marks[i] };
                 assert_eq!(row(&f.one("c", T0 + 200, &[limit(spec, refund)])[0]), (true, 0, 0, 0));
             }
             let left = f.one("c", T0 + 200, &[limit(spec, K(1))])[0];
