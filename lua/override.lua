@@ -106,7 +106,9 @@ for j = 1, #runs do
       rest = rest == '' and 'block' or rest .. ' block'
     end
     if rest == '' then
+      -- Nothing left: no override for the call's later decisions either.
       call('DEL', okey)
+      ovs[okey] = false
     else
       call('SET', okey, rest, 'KEEPTTL')
     end

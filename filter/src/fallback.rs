@@ -124,7 +124,13 @@ pub fn admit<S: SharedData + ?Sized>(
     // Persistent contention: refuse rather than admit uncounted.
     limits
         .iter()
-        .map(|l| LimitOutcome { allowed: false, remaining: 0, reset_ms: l.window_ms, retry_after_ms: Some(1), overridden: None })
+        .map(|l| LimitOutcome {
+            allowed: false,
+            remaining: 0,
+            reset_ms: l.window_ms,
+            retry_after_ms: Some(1),
+            overridden: None,
+        })
         .collect()
 }
 

@@ -70,7 +70,13 @@ mod tests {
         );
         assert_eq!(
             LimitOutcome::from_wire(1, 4, 1000, 0),
-            Some(LimitOutcome { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0), overridden: None })
+            Some(LimitOutcome {
+                allowed: true,
+                remaining: 4,
+                reset_ms: 1000,
+                retry_after_ms: Some(0),
+                overridden: None
+            })
         );
     }
 

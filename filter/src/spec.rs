@@ -161,6 +161,13 @@ impl Op {
         }
     }
 
+    /// Whether a decision doing it reads its client's overrides: requests,
+    /// leases and charges do; refunds, releases and renewals decide
+    /// nothing an override changes (`ScriptCall::with_overrides`).
+    pub fn reads_overrides(self) -> bool {
+        !matches!(self, Op::Refund { .. } | Op::Release(_) | Op::Renew(_))
+    }
+
     /// Whether the op is applied whatever the limits say (a charge, or a
     /// slot's release or renewal): a decision of such ops is never refused.
     pub fn after_the_fact(self) -> bool {

@@ -112,7 +112,7 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
         ),
         (
             r#"{"store":{"cluster":"s"},"rules":[],"extra":1}"#,
-            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, retry_after_jitter, rules)",
+            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, retry_after_jitter, overrides, rules)",
         ),
         (r#"{"rules":[]}"#, "store: is required"),
         (r#"{"store":{"cluster":"s"},"rules":[]}"#, "rules: must hold 1 to 64 rules"),

@@ -77,13 +77,6 @@ pub struct ScriptCall {
     pub now: Instant,
 }
 
-/// Whether a decision doing `op` reads its client's overrides: requests,
-/// leases and charges do; refunds, releases and renewals decide nothing
-/// an override changes.
-fn reads_overrides(op: Op) -> bool {
-    !matches!(op, Op::Refund { .. } | Op::Release(_) | Op::Renew(_))
-}
-
 impl ScriptCall {
     /// The call deciding `decisions` in order at `now_ms` (the caller's
     /// clock), reading no overrides. Equal specs share one entry of the
@@ -134,7 +127,7 @@ impl ScriptCall {
             let mut shape = Vec::with_capacity(1 + d.limits.len() * 4);
             shape.push(d.limits.len().to_string());
             // Each rule's run of limits, its override key first.
-            let reads = overrides && d.limits.iter().any(|l| reads_overrides(l.op));
+            let reads = overrides && d.limits.iter().any(|l| l.op.reads_overrides());
             let mut runs = String::new();
             if reads {
                 let mut rest = d.limits;
@@ -272,8 +265,11 @@ fn decide(spec: LimitSpec, op: Op, values: &[i64], overridden: Option<Overridden
     let spec = match overridden {
         Some(o) if o.blocked() => {
             let &[0, 0, reset, retry] = values else { return None };
-            let ms = u64::try_from(retry).ok().filter(|&ms| ms > 0 && ms <= TOP && reset == retry && reads_overrides(op))?;
-            let blocked = LimitOutcome { allowed: false, remaining: 0, reset_ms: ms, retry_after_ms: Some(ms), overridden };
+            let ms = u64::try_from(retry)
+                .ok()
+                .filter(|&ms| ms > 0 && ms <= TOP && reset == retry && op.reads_overrides())?;
+            let blocked =
+                LimitOutcome { allowed: false, remaining: 0, reset_ms: ms, retry_after_ms: Some(ms), overridden };
             return (!op.after_the_fact()).then_some(blocked);
         }
         Some(o) if o.limit != spec.limit => spec.overridden(o.limit)?,

@@ -122,7 +122,7 @@ pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreErro
     }
 }
 
-/// Decodes the reply to an EVALSHA that should hold `expected` integers.
+/// Decodes the reply to an EVALSHA that holds at most `expected` values.
 pub fn decode_evalsha(status: Option<u32>, body: &[u8], expected: usize) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
         Value::Array(items) => match items.first() {
@@ -298,8 +298,10 @@ mod tests {
             decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 4),
             Err(StoreError::Malformed("reply names another command"))
         );
+        // More than the call can hear; fewer (a decision reading overrides
+        // says its limits only when one applied) are `ScriptCall::decode`'s to judge.
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 4),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0,0,0]}"#, 4),
             Err(StoreError::Malformed("wrong number of values for the limits asked"))
         );
         assert_eq!(
@@ -365,8 +367,11 @@ mod tests {
         let size = decision_size("domain.x", &identity, &bound, false);
         assert!(one <= BODY_HEAD + size, "{one}");
         // Reading overrides: an override key per rule, here two.
-        let two_rules: Vec<LimitCall> =
-            limits.iter().zip(["a-long-rule-name", "b-long-rule-name"]).map(|(l, rule)| LimitCall { rule, ..*l }).collect();
+        let two_rules: Vec<LimitCall> = limits
+            .iter()
+            .zip(["a-long-rule-name", "b-long-rule-name"])
+            .map(|(l, rule)| LimitCall { rule, ..*l })
+            .collect();
         let decision = DecisionCall { identity: &identity, limits: &two_rules };
         let read = evalsha(&ScriptCall::with_overrides("domain.x", Instant::from_ms(now), &[decision], true)).body;
         let bound: Vec<(&str, LimitSpec)> = two_rules.iter().map(|l| (l.rule, l.spec)).collect();

@@ -300,7 +300,13 @@ fn the_decoder_reads_each_value_by_its_name_in_the_layout() {
         ),
         (
             [("allowed", 0), ("remaining", 3), ("reset_ms", 50_000), ("retry_after_ms", 20_000)],
-            LimitOutcome { allowed: false, remaining: 3, reset_ms: 50_000, retry_after_ms: Some(20_000), overridden: None },
+            LimitOutcome {
+                allowed: false,
+                remaining: 3,
+                reset_ms: 50_000,
+                retry_after_ms: Some(20_000),
+                overridden: None,
+            },
         ),
     ] {
         let ints: Vec<i64> =
