@@ -36,6 +36,16 @@ impl Overridden {
 }
 
 impl LimitOutcome {
+    /// The limit it was decided with: an override's, else `configured`.
+    pub fn limit_or(&self, configured: u64) -> u64 {
+        self.overridden.map(|o| o.limit).filter(|&l| l > 0).unwrap_or(configured)
+    }
+
+    /// Whether an override blocks the client.
+    pub fn blocked(&self) -> bool {
+        self.overridden.is_some_and(Overridden::blocked)
+    }
+
     /// Builds an outcome from the script's four integers per limit.
     pub fn from_wire(allowed: i64, remaining: i64, reset_ms: i64, retry_after_ms: i64) -> Option<LimitOutcome> {
         let allowed = match allowed {

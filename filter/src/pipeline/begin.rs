@@ -11,7 +11,7 @@ use crate::time::Instant;
 use std::cell::OnceCell;
 
 use super::costs::{cost_of, RuleCost};
-use super::denial::denial;
+use super::denial::refusal;
 use super::identify::{identify, Who};
 use super::leases::{candidate_for, drawn};
 use super::matched::matched;
@@ -131,7 +131,7 @@ where
             env.metrics.count(r, Event::DenyCacheHit);
             if !rule.shadow {
                 env.metrics.count(r, Event::Denied);
-                return Err(Box::new(Decided::reply(denial(config, r, &shown, &[shown], now(), env.random))));
+                return Err(Box::new(Decided::reply(refusal(config, r, &shown, &[shown], now(), env.random))));
             }
             env.metrics.count(r, Event::ShadowDenied);
             known.push((r, Verdict::Denied(vec![shown])));

@@ -125,13 +125,15 @@ fn admitted(
     let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
     for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
-        let capacity = match limit.spec.algorithm {
-            Algorithm::TokenBucket | Algorithm::Gcra => limit.spec.burst,
-            _ => limit.spec.limit,
+        // As an operator's override had the store grant it, if one did.
+        let spec = Some(leased.limit).filter(|&n| n > 0).and_then(|n| limit.spec.overridden(n)).unwrap_or(limit.spec);
+        let capacity = match spec.algorithm {
+            Algorithm::TokenBucket | Algorithm::Gcra => spec.burst,
+            _ => spec.limit,
         };
         let in_lease = lease.requests_left.saturating_mul(leased.per_request);
         let shown = Shown {
-            limit: limit.spec.limit,
+            limit: spec.limit,
             outcome: LimitOutcome {
                 allowed: true,
                 remaining: leased.remaining_at_grant.saturating_add(in_lease).min(capacity),

@@ -302,7 +302,9 @@ impl PlannedDecision {
         for (i, (l, o)) in self.limits.iter().zip(outcomes.iter_mut()).enumerate() {
             let Op::Reserve(_) = l.op else { continue };
             let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
-            if let Some((outcome, mark)) = Mark::of(&limit.spec, o) {
+            // The bucket as an override had the store decide it.
+            let spec = o.overridden.and_then(|v| limit.spec.overridden(v.limit)).unwrap_or(limit.spec);
+            if let Some((outcome, mark)) = Mark::of(&spec, o) {
                 *o = outcome;
                 self.marks.push((i, mark));
             }

@@ -1,7 +1,7 @@
 //! A request waiting for its store decisions: each decision's result as
 //! it comes, and once all are in, the verdict and its effects.
 
-use super::denial::denial;
+use super::denial::refusal;
 use super::response_fields::response_headers;
 use super::{Charge, Decided, Effects, Env, Outcome, Permit, PlannedDecision, Taken, Verdict};
 use crate::config::{Config, FailureMode};
@@ -119,9 +119,13 @@ impl Pending {
             Verdict::Denied(shown) if !config.rules[*r].shadow => Some((r, shown)),
             _ => None,
         });
+        // A client an operator blocks is refused as blocked whatever else denied it.
         let worst = denied
-            .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
-            .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
+            .filter_map(|(r, shown)| {
+                let blocked = shown.iter().find(|s| s.outcome.blocked()).copied();
+                blocked.or_else(|| most_restrictive(shown)).map(|s| (*r, s))
+            })
+            .max_by_key(|(_, s)| (s.outcome.blocked(), s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
         let permits = self.permits(config, &verdicts);
         let refusal = match worst {
             Some((r, shown)) => {
@@ -130,7 +134,7 @@ impl Pending {
                     .filter(|(r, _)| !config.rules[*r].shadow)
                     .flat_map(|(_, v)| v.shown().iter().copied())
                     .collect();
-                Some(denial(config, r, &shown, &all, now, env.random))
+                Some(refusal(config, r, &shown, &all, now, env.random))
             }
             None => verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed).then(unavailable),
         };

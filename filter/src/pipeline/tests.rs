@@ -64,6 +64,7 @@ impl World {
                 remaining_at_grant: remaining,
                 reset_at_ms: NOW + 20_000,
                 per_request: 1,
+                limit: 0,
             }],
         };
         crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, Instant::from_ms(NOW));

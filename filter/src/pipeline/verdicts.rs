@@ -39,7 +39,7 @@ impl Pending {
             .zip(outcomes)
             .enumerate()
             .map(|(i, (l, outcome))| Shown {
-                limit: l.spec.limit,
+                limit: outcome.limit_or(l.spec.limit),
                 outcome: *outcome,
                 policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
             })
@@ -69,11 +69,8 @@ impl Pending {
             for (l, s) in rule.limits.iter().zip(&shown).filter(|(l, _)| cached(l)) {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until: self.now.after(retry),
-                            reset_at: self.now.after(s.outcome.reset_ms),
-                            remaining: s.outcome.remaining,
-                        };
+                        let within = config.overrides.map(|o| o.within);
+                        let entry = DenyEntry::of(self.now, &s.outcome, retry, within);
                         denials.push((entry_fingerprint(l.fingerprint, identity), entry));
                     }
                 }

@@ -220,11 +220,7 @@ impl Worker {
                         continue;
                     }
                     if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until: at.after(retry),
-                            reset_at: at.after(d.reset_ms),
-                            remaining: d.remaining,
-                        };
+                        let entry = DenyEntry::of(at, d, retry, config.overrides.map(|o| o.within));
                         cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
                     }
                 }
