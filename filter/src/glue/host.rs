@@ -285,6 +285,16 @@ impl Host for HostCalls<'_> {
         // Not through `log`: its formatting here cost the module 1.8 KB.
         abi::log(abi::LOG_WARN, message);
     }
+
+    fn annotate(&self, stream: u32, fields: &[(&'static str, String)]) {
+        // The stream whose callback runs is effective already. A status
+        // (a host without such properties) changes nothing for the request.
+        if self.current == Some(stream) || self.may_carry_out(stream) {
+            for (name, value) in fields {
+                let _ = abi::set_property(name, value.as_bytes());
+            }
+        }
+    }
 }
 
 /// The current request, read through hostcalls on demand.

@@ -18,7 +18,14 @@ pub(super) fn is_concurrency(config: &Config, shown: &Shown) -> bool {
 
 /// How rule `r` refuses a request `worst` denies: 403 when an operator's
 /// override blocks the client, else the 429 of `denial`.
-pub(super) fn refusal(config: &Config, r: usize, worst: &Shown, all: &[Shown], now: Instant, random: u64) -> LocalReply {
+pub(super) fn refusal(
+    config: &Config,
+    r: usize,
+    worst: &Shown,
+    all: &[Shown],
+    now: Instant,
+    random: u64,
+) -> LocalReply {
     match config.rules.get(r) {
         Some(rule) if worst.outcome.blocked() => blocked(&rule.name),
         _ => denial(config, r, worst, all, now, random),

@@ -4,7 +4,7 @@
 //! the fields it would have had from the store.
 
 use super::plan::plan_limits;
-use super::{Env, PlannedLimit, Verdict};
+use super::{DecidedBy, Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
 use crate::fingerprint::{combine, combine_more, entry_fingerprint, IdentityDigest};
@@ -122,7 +122,8 @@ fn admitted(
     now: Instant,
 ) -> Vec<(usize, Verdict)> {
     let now_ms = now.ms();
-    let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
+    let mut out: Vec<(usize, Verdict)> =
+        rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new(), DecidedBy::Lease))).collect();
     for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
         // As an operator's override had the store grant it, if one did.
@@ -143,7 +144,7 @@ fn admitted(
             },
             policy: Some(PolicyRef { rule: l.rule, limit: l.limit, partition }),
         };
-        if let Some((_, Verdict::Allowed(v))) = out.iter_mut().find(|(r, _)| *r == l.rule) {
+        if let Some((_, Verdict::Allowed(v, _))) = out.iter_mut().find(|(r, _)| *r == l.rule) {
             v.push(shown);
         }
     }

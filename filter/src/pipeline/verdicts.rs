@@ -2,7 +2,7 @@
 //! cache), or from its failure policy when the store failed (the fallback
 //! bucket: its shares are this verdict, taken in shared data at once).
 
-use super::{fallback_limit, Env, Pending, PlannedDecision, Verdict};
+use super::{fallback_limit, DecidedBy, Env, Pending, PlannedDecision, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::{Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::DenyEntry;
@@ -52,7 +52,7 @@ impl Pending {
                     env.metrics.count(r, Event::PermitTaken);
                 }
             }
-            return (Verdict::Allowed(shown), Vec::new());
+            return (Verdict::Allowed(shown, DecidedBy::Store), Vec::new());
         }
         if rule.limits.iter().zip(&shown).any(|(l, s)| concurrency(l) && !s.outcome.allowed) {
             env.metrics.count(r, Event::PermitRefused);
@@ -77,7 +77,7 @@ impl Pending {
             }
         }
         env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
-        (Verdict::Denied(shown), denials)
+        (Verdict::Denied(shown, DecidedBy::Store), denials)
     }
 
     pub(super) fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
@@ -116,10 +116,10 @@ impl Pending {
             if rule.limits.iter().any(|l| l.spec.algorithm == Algorithm::Concurrency) {
                 env.metrics.count(r, Event::PermitTakenLocally);
             }
-            Verdict::Allowed(shown)
+            Verdict::Allowed(shown, DecidedBy::Fallback)
         } else {
             env.metrics.count(r, Event::FallbackDenied);
-            Verdict::Denied(shown)
+            Verdict::Denied(shown, DecidedBy::Fallback)
         }
     }
 }

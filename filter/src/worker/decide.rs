@@ -4,6 +4,7 @@
 //! decided it: the request's own callback answers with it, any other
 //! resumes or answers the stream.
 
+use super::access_log;
 use super::claims::WorkerClaims;
 use super::jobs::{Job, JobId};
 use super::permits::HeldPermit;
@@ -116,7 +117,12 @@ impl Worker {
     fn carry_out<H: Host>(&mut self, host: &H, id: u32, cb: Callback) -> Option<Action> {
         let stream = self.streams.get_mut(&id)?;
         let Phase::Decided(decided) = std::mem::replace(&mut stream.phase, Phase::Passing) else { return None };
-        let Decided { outcome, effects } = decided;
+        let Decided { outcome, effects, trace } = decided;
+        let reply = match &outcome {
+            Outcome::Reply(reply) => Some(reply),
+            Outcome::Continue(..) => None,
+        };
+        let log = trace.map(|t| access_log::fields(&self.config, &t, reply)).unwrap_or_default();
         let cache = DenyCache::new(host, self.config.deny_cache.slots);
         for (fingerprint, entry) in effects.denials {
             cache.remember(fingerprint, entry);
@@ -134,6 +140,9 @@ impl Worker {
                 if stream.done() {
                     self.streams.remove(&id);
                 }
+                if may_act && !log.is_empty() {
+                    host.annotate(id, &log);
+                }
                 if returned {
                     return Some(Action::Continue);
                 }
@@ -144,6 +153,9 @@ impl Worker {
             }
             Outcome::Reply(reply) => {
                 if may_act {
+                    if !log.is_empty() {
+                        host.annotate(id, &log);
+                    }
                     host.reply(id, &reply);
                 }
                 self.end_stream(host, id);

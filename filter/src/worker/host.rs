@@ -32,4 +32,8 @@ pub trait Host: SharedData + Metrics {
     fn reply(&self, stream: u32, reply: &LocalReply);
     /// Logs a warning (already bounded and printable).
     fn warn(&self, message: &str);
+    /// Leaves `fields` (name, text) where the host's access log reads them
+    /// for stream `stream` (Envoy: filter state `wasm.<name>`); a host that
+    /// cannot: nothing, and the request goes on all the same.
+    fn annotate(&self, stream: u32, fields: &[(&'static str, String)]);
 }

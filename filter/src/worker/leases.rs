@@ -132,7 +132,11 @@ impl Worker {
             .into_iter()
             .zip(&outcomes)
             .zip(&ask.limits)
-            .map(|((span, o), l)| lease::Granted { span: span.at_limit(o.limit_or(0)), reset_ms: o.reset_ms, units: l.op.amount() })
+            .map(|((span, o), l)| lease::Granted {
+                span: span.at_limit(o.limit_or(0)),
+                reset_ms: o.reset_ms,
+                units: l.op.amount(),
+            })
             .collect();
         // With overrides on, a lease is trusted no longer than `within`
         // after the store decided it: an override written since applies

@@ -15,6 +15,7 @@
 //! wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept when
 //! the host never answers).
 
+pub mod access_log;
 mod body_wait;
 mod calls;
 mod charges;

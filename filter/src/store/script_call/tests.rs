@@ -312,7 +312,8 @@ fn a_decision_reading_overrides_names_one_key_per_rule_first_and_its_runs_in_its
     assert_eq!(call.reply_len(), 1 + 12 + 3 + 4);
     // Off, the same decisions read nothing.
     let a = [limit(MINUTE, Op::Use(1))];
-    let off = ScriptCall::with_overrides("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &a }], false);
+    let off =
+        ScriptCall::with_overrides("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &a }], false);
     assert_eq!(off, ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &a }]));
 }
 
