@@ -4,6 +4,7 @@
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access_log;
 mod algorithms;
 mod authorization;
 mod bad_config;
