@@ -64,6 +64,20 @@ pub fn wait_for(envoy: &Envoy, n: usize) -> Vec<Line> {
     }
 }
 
+/// Waits until `envoy` has written a line `wanted` says is there, then
+/// returns every line so far; fails after 20 s.
+pub fn wait_until(envoy: &Envoy, wanted: impl Fn(&Line) -> bool) -> Vec<Line> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = lines(envoy);
+        if got.iter().any(&wanted) {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "the line is not logged after 20 s: {got:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Fields as `Line::ratelimit` gives them.
 pub fn fields(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -23,6 +23,7 @@ mod llm_bodies;
 mod llm_concurrency;
 mod llm_streams;
 mod operators;
+mod overrides;
 mod paths;
 mod prometheus;
 mod recovery;
