@@ -165,3 +165,31 @@ fn a_reset_gives_a_fresh_window_and_an_expired_override_stops_applying() {
     // The access log names the reset where it was applied.
     wait_until(&stack.envoy, |l| l.get("ratelimit_override").as_deref() == Some("reset"));
 }
+
+#[test]
+fn the_identity_the_docs_compute_is_the_one_the_filter_writes() {
+    // The one line docs/operations.md gives, run as it is written (its
+    // example values: an Authorization credential, then a model).
+    let page = std::fs::read_to_string(host_tests::paths::root().join("docs/operations.md")).unwrap();
+    let line = page.lines().find(|l| l.starts_with("python3 -c ")).expect("docs/operations.md shows the line");
+    let out = std::process::Command::new("sh").arg("-c").arg(line).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let identity = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    assert!(identity.starts_with("~H") && identity.len() == 34, "{identity}");
+    let rules = r#"{"name":"api","key":["header:authorization","query:model"],"limits":[{"limit":10,"window":"1m"}]}"#;
+    let stack = Stack::start(&plugin_config(rules).replacen(r#""rules":"#, r#""overrides":{},"rules":"#, 1));
+    let ask = || stack.send("GET", "/api?model=gpt-4o", &[("authorization", "Bearer sk-live-abc123")]);
+    assert_eq!(ask().status, 200);
+    let mut c = stack.redis.connect();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("t:*").query(&mut c).unwrap();
+    assert!(!keys.is_empty() && keys.iter().all(|k| k.starts_with(&format!("t:{{{identity}}}:api:"))), "{keys:?}");
+    // And an override written under it applies to that client.
+    let () = redis::cmd("SET")
+        .arg(override_key("t", &identity, "api"))
+        .arg("block")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ask().status, 403);
+}
