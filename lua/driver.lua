@@ -1,4 +1,4 @@
--- Driver, protocol v4: a batch of decisions in one atomic call. Each
+-- Driver, protocol v5: a batch of decisions in one atomic call. Each
 -- decision covers limits of ONE client; decisions run in order, each seeing
 -- the writes of those before it.
 --

@@ -1,4 +1,4 @@
-//! The decision script's protocol (v3) on the Rust side, and its only
+//! The decision script's protocol (v5) on the Rust side, and its only
 //! owner here: the KEYS and ARGV of one call carrying a batch of
 //! decisions, and the decoding of its reply.
 //!
