@@ -167,13 +167,16 @@ impl Pending {
     }
 
     /// The trace of a request let through: its most restrictive limit among
-    /// the enforced rules' (the shadow rules' when only they applied), or
-    /// the first rule when none has one (a shadow rule whose store failed).
+    /// the enforced rules' (the shadow rules' when only they applied; a
+    /// concurrency limit only when no rate limit applied, as the response's
+    /// fields), or the first rule when none has one (a shadow rule whose
+    /// store failed).
     fn admitted_trace(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Option<Trace> {
         let enforced = |(r, _): &&(usize, Verdict)| !config.rules[*r].shadow;
         let pick = |of: &[&(usize, Verdict)]| {
             let shown: Vec<Shown> = of.iter().flat_map(|(_, v)| v.shown().iter().copied()).collect();
-            let worst = most_restrictive(&shown)?;
+            let rates: Vec<Shown> = shown.iter().copied().filter(|s| !super::is_concurrency(config, s)).collect();
+            let worst = most_restrictive(&rates).or_else(|| most_restrictive(&shown))?;
             let r = worst.policy.map(|p| p.rule)?;
             let by = of.iter().find(|(v, _)| *v == r).map(|(_, v)| v.by())?;
             Some(self.trace(config, r, by, Some(worst)))

@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use host_tests::access_log::{fields as owned, wait_for};
+use host_tests::access_log::{fields as owned, wait_for, wait_until};
+use host_tests::llm_gateway::{LlmGateway, TEST_TIMEOUT};
 use host_tests::stack::Stack;
 
 #[test]
@@ -46,4 +47,25 @@ fn the_access_log_of_a_429_names_its_rule_limit_decider_and_retry_after() {
     assert_eq!((lines[12].status(), other.status), (200, 200));
     assert_eq!(lines[12].get("path").as_deref(), Some("/static/app.css"));
     assert!(fields(12).is_empty(), "{:?}", lines[12]);
+}
+
+#[test]
+fn the_llm_gateways_access_log_tells_a_requests_reservation_and_charge() {
+    let gw = LlmGateway::start(&[TEST_TIMEOUT]);
+    let a = gw.chat(&[("authorization", "Bearer sk-log"), ("x-usage", "321")]);
+    assert_eq!(a.status, 200, "{a:?}");
+    let lines = wait_until(&gw.envoy, |l| l.get("ratelimit_charge").is_some());
+    let got = lines.last().unwrap().ratelimit();
+    // The tightest rate limit of the two rules: llm's 60 requests a minute.
+    // Reserved: 4,096 (default_output) plus the body's 67 bytes; charged
+    // the usage the response reported.
+    let want = [
+        ("rule", "llm"),
+        ("limit", "60/1m"),
+        ("remaining", "59"),
+        ("decided_by", "store"),
+        ("reservation", "4163"),
+        ("charge", "321"),
+    ];
+    assert_eq!(got, owned(&want));
 }
