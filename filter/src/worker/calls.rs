@@ -94,7 +94,8 @@ impl Worker {
             // renewals, lease asks; queued before them: a permit released
             // is free for this request's take), whose answers resume
             // nothing. The rest waits for its own request or the timer.
-            let Some(stream) = cb.stream() else { return };
+            // NGINX refuses a call from a response's callbacks (it traps).
+            let (Callback::Request(stream) | Callback::Answer(Some(stream))) = cb else { return };
             self.send_matching(host, fill, usize::MAX, |q| q.stream.is_none_or(|s| s == stream));
             return;
         }
@@ -240,7 +241,7 @@ impl Worker {
                 self.finish(host, flight, result);
             }
         }
-        self.finish_callback(host, Callback::Stream(context));
+        self.finish_callback(host, Callback::Answer(context));
     }
 
     /// How large an answer to `token` may be (decided before reading it).

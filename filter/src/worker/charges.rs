@@ -69,15 +69,22 @@ impl Refund {
         Op::Refund { amount, at: self.reservation.at, mark }
     }
 
-    /// Another refund merged into this one keeps the older mark of each
-    /// bucket: what was added to the bucket since then includes the newer
-    /// reservation, so the sum gives back no more than the two would apart.
-    fn merge_marks(&mut self, other: &Refund) {
+    /// Another refund merged into this one (this one of `amount`, the
+    /// other of `other_amount`) carries, for each bucket, the older mark
+    /// with the newer refund's amount counted out of it: the bucket's count
+    /// since the older reservation includes the newer one, whose unused
+    /// part the sum gives back, so the sum gives back what the two would
+    /// apart, in either order, and never more than had both cost their
+    /// usage from the start.
+    fn merge_marks(&mut self, amount: u64, other: &Refund, other_amount: u64) {
         for (i, mark) in &mut self.reservation.marks {
-            let older = |(j, m): &&(usize, Mark)| j == i && (mark.count + COUNT - m.count) % COUNT < COUNT / 2;
-            if let Some(&(_, m)) = other.reservation.marks.iter().find(older) {
-                *mark = m;
-            }
+            let Some(&(_, theirs)) = other.reservation.marks.iter().find(|(j, _)| j == i) else { continue };
+            let (older, newer_amount) = if (mark.count + COUNT - theirs.count) % COUNT < COUNT / 2 {
+                (theirs, amount)
+            } else {
+                (*mark, other_amount)
+            };
+            *mark = Mark { count: (older.count + newer_amount % COUNT) % COUNT, ..older };
         }
     }
 }
@@ -178,11 +185,11 @@ impl Worker {
         let key = entry.key();
         if let Some(Job::Charge(p)) = self.waiting.0.get(&key).and_then(|&job| self.jobs.get_mut(job)) {
             if let Some(sum) = p.amount.checked_add(units).filter(|s| *s <= most) {
+                if let (Some(into), Some(from)) = (p.refund.as_mut(), entry.refund.as_ref()) {
+                    into.merge_marks(p.amount, from, units);
+                }
                 p.amount = sum;
                 p.responses += 1;
-                if let (Some(into), Some(from)) = (p.refund.as_mut(), entry.refund.as_ref()) {
-                    into.merge_marks(from);
-                }
                 return;
             }
         }

@@ -101,10 +101,13 @@ enum Callback {
     /// A callback of stream `0`'s request: its outcome is that callback's
     /// answer, not a resumption.
     Request(u32),
-    /// Another callback of a stream (its response, its end), or a store
-    /// answer the host delivers in the context of the stream that made the
-    /// call (NGINX): that stream may be resumed.
+    /// Another callback of a stream (its response, its end): that stream
+    /// may be resumed, but a pinned host (NGINX) starts no call there.
     Stream(Option<u32>),
+    /// A store answer, which a pinned host delivers in the context of the
+    /// stream that made the call: that stream may be resumed, and calls
+    /// may start.
+    Answer(Option<u32>),
     /// The timer, on the root.
     Timer,
 }
@@ -114,7 +117,7 @@ impl Callback {
     fn stream(self) -> Option<u32> {
         match self {
             Callback::Request(s) => Some(s),
-            Callback::Stream(s) => s,
+            Callback::Stream(s) | Callback::Answer(s) => s,
             Callback::Timer => None,
         }
     }

@@ -320,5 +320,17 @@ fn refunds_of_reservations_held_at_once_land_in_any_order() {
             let left = f.one("c", T0 + 200, &[limit(spec, K(1))])[0];
             assert_eq!(row(&left).1, 88_200, "{} refunds in the order {order:?}", algorithm.name());
         }
+        // The four merged into one refund (as a proxy merges refunds still
+        // waiting for a call): the oldest mark, less the others' 51,000.
+        let spec = spec(algorithm, 100_000, 100_000, 100_000);
+        let mut f = Fixture::new();
+        let oldest = Mark::of(&spec, &f.one("c", T0, &[limit(spec, V(20_000))])[0]).map(|(_, m)| m);
+        for _ in 0..3 {
+            f.one("c", T0, &[limit(spec, V(20_000))]);
+        }
+        let merged = oldest.map(|m| Mark { count: m.count + 51_000, ..m });
+        let refund = Op::Refund { amount: 68_000, at: Instant::from_ms(T0), mark: merged };
+        f.one("c", T0 + 200, &[limit(spec, refund)]);
+        assert_eq!(row(&f.one("c", T0 + 200, &[limit(spec, K(1))])[0]).1, 88_200, "{} merged", algorithm.name());
     }
 }

@@ -224,14 +224,14 @@ fn a_buckets_reservation_keeps_its_mark_out_of_the_headers_and_its_refund_carrie
     assert!(host.body(4).contains(&format!("/1/1/f/37/{born}%3A4242/1/1")), "the mark: {}", host.body(4));
     // While that refund is out, the three settle: the one of the bucket
     // born since waits apart; the two of one bucket wait as one refund of
-    // their sum, under the older mark.
+    // their sum, under the older mark less the newer's 60 given back.
     for s in [3, 2, 4] {
         w.on_response_headers(&host, s, &Usage("7"), true);
     }
     assert_eq!(host.sent.borrow().len(), 5);
     w.on_answer(&host, host.token(4), ints(&[1, 0, 0, 0]));
     let refunds = host.body(5);
-    assert!(refunds.contains(&format!("/1/1/f/120/{born}%3A5000/1/1/f/60/{NOW}%3A67/")), "{refunds}");
+    assert!(refunds.contains(&format!("/1/1/f/120/{born}%3A5060/1/1/f/60/{NOW}%3A67/")), "{refunds}");
     assert_eq!(host.decisions_in(5), 2);
     w.on_answer(&host, host.token(5), ints(&[1, 0, 0, 0, 1, 0, 0, 0]));
     // An excess charge carries no mark.
