@@ -41,4 +41,3 @@ fn a_denial_is_a_429_with_retry_after_and_the_allowed_carry_the_rate_limit_heade
     // The access log's fields (proxy_set_property) cost NGINX no error line.
     assert!(!stack.nginx.log().contains("property"), "{}", stack.nginx.log());
 }
-
