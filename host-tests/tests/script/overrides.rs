@@ -329,3 +329,25 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_reset_deletes_the_previous_windows_count_too_for_the_calls_after_it() {
+    let sw = spec(Algorithm::SlidingWindow, 5, 1000, 5);
+    let mut f = Fixture::new();
+    let mut model = Model::new();
+    model.read_overrides();
+    let one = uses("r", &[sw], 1);
+    let batch = [DecisionCall { identity: "a", limits: &one }];
+    for _ in 0..4 {
+        assert_eq!(f.run_overrides(T0, &batch).unwrap(), model.decide_all(T0, T0, &batch));
+    }
+    // 100 ms into the next window the previous 4 weigh 3.6: one left.
+    let now = T0 + 1_100;
+    f.set_override("a", "r", "reset", Some(HOUR));
+    model.set_override("a", "r", "reset", HOUR);
+    for remaining in [4, 3] {
+        let got = f.run_overrides(now, &batch).unwrap();
+        assert_eq!(got, model.decide_all(now, now, &batch));
+        assert_eq!((got[0][0].allowed, got[0][0].remaining), (true, remaining), "the previous window is gone");
+    }
+}
