@@ -240,8 +240,12 @@ pub fn access_log(text: &str, keep: bool) -> String {
     let lines: Vec<&str> = text.lines().collect();
     let start = lines.iter().position(|l| l.trim() == "access_log:").unwrap_or(lines.len());
     let indent = lines.get(start).map_or(0, |l| l.len() - l.trim_start().len());
+    // Its list's items may sit at its own indentation (`- name: ...`).
     let end = (start + 1..lines.len())
-        .find(|&i| !lines[i].trim().is_empty() && lines[i].len() - lines[i].trim_start().len() <= indent)
+        .find(|&i| {
+            let (line, at) = (lines[i].trim_start(), lines[i].len() - lines[i].trim_start().len());
+            !line.is_empty() && (at < indent || (at == indent && !line.starts_with('-')))
+        })
         .unwrap_or(lines.len());
     let mut out: Vec<&str> = lines[..start].to_vec();
     out.extend(&lines[end..]);
