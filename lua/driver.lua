@@ -12,7 +12,7 @@
 -- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1, cc 1
 -- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
 -- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
--- @overrides keys: one per run, before the limits' | shape: index/run,run | reply: state first; limits last if state is not 0
+-- @overrides keys: one per rule, before the limits' | shape: a rule's first op in capitals | reply: state first; limits last if state is not 0
 --
 -- KEYS: sliding_window's two are the current and the previous window's
 --   counter; the caller's clock picks them (filter/src/keys.rs).
@@ -43,10 +43,10 @@
 --   elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
 --   shapes). The test build appends its clock (CLOCK_ARGS).
--- Overrides (the @overrides line): a decision's shape written index/runs,
---   e.g. 3/2,1, reads the operator's overrides of its client: its limits
---   come in runs, one per rule (2 limits, then 1), and its keys start
---   with one override key per run (<domain>:{<identity>}:<rule>:override,
+-- Overrides (the @overrides line): a shape whose limits start each rule's
+--   run with its op in capitals (U k, then V: two rules) reads the
+--   operator's overrides of its client: its decisions' keys start with one
+--   override key per run (<domain>:{<identity>}:<rule>:override,
 --   filter/src/keys.rs), read by the same MGET as the counts. A present
 --   override with an expiry (see override.lua) changes its rule's limits,
 --   blocks it or resets it; one without an expiry is ignored. Its reply
@@ -133,8 +133,9 @@ local ERROR_TEXT = 66
 -- the spec shares (computed once per call; see the spec loop).
 local SPEC_SLOTS, S_CODE, S_LIMIT, S_WINDOW, S_BURST, S_P1, S_P2, S_P3, S_P4 = 8, 1, 2, 3, 4, 5, 6, 7, 8
 -- hs, the shapes: where its limits start in lq (the slot before them), how
--- many limits, how many keys they take, whether it charges.
-local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE = 4, 1, 2, 3, 4
+-- many limits, how many keys they take, whether it charges, how many
+-- override keys come first (0: it reads none).
+local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE, H_RUNS = 5, 1, 2, 3, 4, 5
 -- lq, every shape's limits, in order: its spec's index, op, amount, offset.
 local LIMIT_SLOTS, L_SPEC, L_OP, L_AMOUNT, L_OFFSET = 4, 1, 2, 3, 4
 -- wq, one decision's queued writes: key, value, PX, and how (see the
@@ -236,8 +237,10 @@ if H == nil or H > MAX_DECISIONS then
   return bad('the shape count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
 a = a + 1
-local hs, lq, shape = { false, false, false, false }, { false, false, false, false }, {}
-local n, needs_clock, has_strings = 0, false, false
+local hs, lq, shape = { false, false, false, false, false }, { false, false, false, false }, {}
+-- starts: the limits (by n, their place in lq) that start a rule's run of
+-- a shape reading overrides; false while no shape does (the usual call).
+local n, needs_clock, has_strings, starts = 0, false, false, false
 for h = 1, H do
   local L = posint(argv[a])
   if L == nil or L > MAX_LIMITS then
@@ -245,8 +248,12 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  -- After the fact if its first limit's op is g, f, r or n (every op must agree).
-  local first_op = argv[a + 2]
+  -- After the fact if its first limit's op is g, f, r or n (every op must
+  -- agree; in capitals, it starts a rule's run: see starts).
+  local first_op, runs, n0 = argv[a + 2], 0, n
+  if first_op < 'a' then
+    first_op = string.lower(first_op)
+  end
   local charge, nk, at = first_op == 'g' or first_op == 'f' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
   hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
   for i = 1, L do
@@ -258,6 +265,10 @@ for h = 1, H do
     local so = SPEC_SLOTS * (s - 1)
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
+    if op < 'a' then
+      op, runs, starts = string.lower(op), runs + 1, starts or {}
+      starts[n] = true
+    end
     local after = op == 'g' or op == 'f' or op == 'r' or op == 'n'
     local tat = c == 'tb' or c == 'gc'
     if op ~= 'u' and op ~= 'k' and op ~= 'v' and not after then
@@ -317,7 +328,11 @@ for h = 1, H do
     end
     a = a + 4
   end
-  hs[at + H_KEYS] = nk
+  if runs > 0 and not starts[n0] then
+    return bad('shape ' .. h .. ': reading overrides, its first limit starts a rule')
+  end
+  -- The override keys, first, read by the MGET.
+  hs[at + H_KEYS], hs[at + H_RUNS], has_strings = nk + runs, runs, has_strings or runs > 0
   a = a + 1
 end
 local D = posint(argv[a])
@@ -329,42 +344,16 @@ if a + D - 1 ~= nargs then
   return bad('expected ' .. (a + D - 1) .. ' arguments for these decisions')
 end
 -- keys_of: the keys a shape index's text takes, filled with shape.
--- runs_of: a text that reads overrides (index/runs), its runs; false
--- while no decision of the call reads them (the usual call).
-local keys_needed, keys_of, runs_of, first = 0, {}, false, a
+local keys_needed, keys_of, first = 0, {}, a
 for d = first, first + D - 1 do
   local text = argv[d]
   local nk = keys_of[text]
   if nk == nil then
-    local h, runs = posint(text), false
-    if h == nil then
-      -- index/runs: a run's limits, one run per rule, all the shape's.
-      local index, list = string.match(text, '^(%d+)/(%d[%d,]*)$')
-      h = posint(index)
-      if h and h <= H then
-        runs, nk = {}, 0
-        for run in string.gmatch(list, '[^,]+') do
-          local x = posint(run)
-          if x == nil then
-            h = nil
-            break
-          end
-          runs[#runs + 1], nk = x, nk + x
-        end
-        if h and (nk ~= hs[SHAPE_SLOTS * (h - 1) + H_LIMITS] or string.find(list, ',,') or string.sub(list, -1) == ',') then
-          return bad('decision ' .. (d - first + 1) .. ': its runs must add up to its shape\'s limits')
-        end
-      end
-    end
+    local h = posint(text)
     if not (h and h <= H) then
       return bad('decision ' .. (d - first + 1) .. ': shape must be an index into the shapes')
     end
     shape[text], nk = h, hs[SHAPE_SLOTS * (h - 1) + H_KEYS]
-    if runs then
-      -- The override keys, read by the MGET.
-      nk, runs_of, has_strings = nk + #runs, runs_of or {}, true
-      runs_of[text] = runs
-    end
     keys_of[text] = nk
   end
   keys_needed = keys_needed + nk
@@ -451,28 +440,25 @@ end
 local k, r, ovs = 1, 0, false
 for d = first, first + D - 1 do
   local h = shape[argv[d]]
+  local at = SHAPE_SLOTS * (h - 1)
   -- ov: false, or the decision's overrides per limit (see override.lua);
-  -- o0: where its state is in the reply.
-  local decided, ov, o0 = false, false, 0
-  if runs_of then
-    local runs = runs_of[argv[d]]
-    if runs then
-      o0 = r + 1
-      reply[o0], r = 0, o0
-      for i = k, k + #runs - 1 do
-        ov = ov or got[i]
-      end
-      if ov then
-        --@include override.lua
-      end
-      k = k + #runs
+  -- o0: where its state is in the reply; nr: its override keys.
+  local decided, ov, o0, nr = false, false, 0, hs[at + H_RUNS]
+  if nr > 0 then
+    o0 = r + 1
+    reply[o0], r = 0, o0
+    for i = k, k + nr - 1 do
+      ov = ov or got[i]
     end
+    if ov then
+      --@include override.lua
+    end
+    k = k + nr
   end
   if h == lone and not ov then
     --@include lone_window.lua
   end
   if not decided then
-    local at = SHAPE_SLOTS * (h - 1)
     local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
     local k0, r0 = k, r
     for li = 1, hs[at + H_LIMITS] do

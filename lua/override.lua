@@ -15,17 +15,18 @@
 -- refunds read the limits only: they are never refused, and reset nothing.
 -- Each override key is read once per call (ovs: false when ignored), so a
 -- reset applied by one decision is not applied again by a later one.
--- (A fragment of the driver's loop: reads h, runs and k, the first
--- override key; sets ov to false or, per limit of the decision, its
--- override: { limit, burst, p1, p2, p3, p4 } as the spec's slots, or
--- { 0, time left } for a block; sets the state at reply[o0].)
-local at = SHAPE_SLOTS * (h - 1)
+-- (A fragment of the driver's loop: reads at, the decision's shape, nr
+-- and k, its first override key; sets ov to false or, per limit of the
+-- decision, its override: { limit, burst, p1, p2, p3, p4 } as the spec's
+-- slots, or { 0, time left } for a block; sets the state at reply[o0].)
 local charge = hs[at + H_CHARGE]
--- x: the limit in lq; li: its place in the decision; lk: its first key.
-local x, li, lk, plan, state, dels = hs[at + H_FIRST], 0, k + #runs, {}, 0, false
+-- x: the limit in lq; li: its place in the decision; lk: its first key;
+-- past: the slot past the decision's last limit.
+local x, li, lk, plan, state, dels = hs[at + H_FIRST], 0, k + nr, {}, 0, false
+local past = x + LIMIT_SLOTS * hs[at + H_LIMITS]
 -- state: 1 once an override applies, 3 once this decision applied a reset.
 ovs = ovs or {}
-for j = 1, #runs do
+for j = 1, nr do
   local okey = keys[k + j - 1]
   local p = ovs[okey]
   if p == nil then
@@ -54,7 +55,8 @@ for j = 1, #runs do
     ovs[okey] = p
   end
   local reset = p and p[3] and not charge
-  for _ = 1, runs[j] do
+  -- The run: this rule's limits, up to the next that starts one.
+  repeat
     li = li + 1
     local o = SPEC_SLOTS * (lq[x + L_SPEC] - 1)
     local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
@@ -97,7 +99,7 @@ for j = 1, #runs do
     end
     lk = lk + nk
     x = x + LIMIT_SLOTS
-  end
+  until x >= past or starts[x / LIMIT_SLOTS]
   if reset then
     -- Applied once: the override stays without the word.
     p[3], state = false, 3

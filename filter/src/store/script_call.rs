@@ -126,23 +126,23 @@ impl ScriptCall {
         for d in decisions {
             let mut shape = Vec::with_capacity(1 + d.limits.len() * 4);
             shape.push(d.limits.len().to_string());
-            // Each rule's run of limits, its override key first.
+            // Reading overrides: an override key per rule first, and the op
+            // of each rule's first limit in capitals.
             let reads = overrides && d.limits.iter().any(|l| l.op.reads_overrides());
-            let mut runs = String::new();
-            if reads {
-                let mut rest = d.limits;
-                while let Some(first) = rest.first() {
-                    let n = rest.iter().take_while(|l| l.rule == first.rule).count();
-                    call.keys.push(override_key(domain, d.identity, first.rule));
-                    runs.push(if runs.is_empty() { '/' } else { ',' });
-                    runs.push_str(&n.to_string());
-                    rest = rest.get(n..).unwrap_or_default();
+            let mut previous = None;
+            for l in d.limits.iter().filter(|_| reads) {
+                if previous != Some(l.rule) {
+                    call.keys.push(override_key(domain, d.identity, l.rule));
                 }
+                previous = Some(l.rule);
             }
+            let mut previous = None;
             for l in d.limits {
                 let index = specs.iter().position(|s| *s == l.spec).unwrap_or(0);
                 shape.push((index + 1).to_string());
-                shape.push(l.op.code().to_string());
+                let starts = reads && previous != Some(l.rule);
+                previous = Some(l.rule);
+                shape.push(if starts { l.op.code().to_ascii_uppercase() } else { l.op.code().to_string() });
                 shape.push(l.op.amount().to_string());
                 // The offset argument: a concurrency permit's id, a refund's
                 // mark, or the offset.
@@ -162,7 +162,7 @@ impl ScriptCall {
                     shapes.len() - 1
                 }
             };
-            picks.push(format!("{}{runs}", pick + 1));
+            picks.push((pick + 1).to_string());
         }
         args.push(shapes.len().to_string());
         for shape in shapes {

@@ -293,7 +293,7 @@ fn with_overrides() -> ScriptCall {
 
 #[test]
 #[wasm_bindgen_test]
-fn a_decision_reading_overrides_names_one_key_per_rule_first_and_its_runs_in_its_shape() {
+fn a_decision_reading_overrides_names_one_key_per_rule_first_and_starts_each_rule_in_capitals() {
     let call = with_overrides();
     assert_eq!(
         call.keys,
@@ -307,7 +307,10 @@ fn a_decision_reading_overrides_names_one_key_per_rule_first_and_its_runs_in_its
             "rl:{b}:api:fw:86400000:0",
         ]
     );
-    assert_eq!(call.args[call.args.len() - 3..], ["2", "1/2,1", "2"], "a: shape 1 in runs of 2 and 1; b reads none");
+    // a's shape: api's first op in capitals, then llm's; b reads none.
+    let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
+    let shapes = ["3", "1", "U", "1", "0", "2", "u", "1", "0", "3", "U", "2", "0", "1", "2", "f", "3", "0"];
+    assert_eq!(args[args.len() - 4 - shapes.len()..], [&["2"][..], &shapes, &["2", "1", "2"]].concat());
     // The most it may say: a's state, 12 values and 3 limits; b's 4 values.
     assert_eq!(call.reply_len(), 1 + 12 + 3 + 4);
     // Off, the same decisions read nothing.
