@@ -12,7 +12,7 @@
 -- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1, cc 1
 -- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
 -- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
--- @overrides keys: one per rule, before the limits' | shape: a rule's first op in capitals | reply: state first; limits last if state is not 0
+-- @overrides keys: one per rule, before the limits' | shape: a rule's first op in capitals | reply: first allowed + 2 x state; limits last if state is not 0
 --
 -- KEYS: sliding_window's two are the current and the previous window's
 --   counter; the caller's clock picks them (filter/src/keys.rs).
@@ -50,11 +50,13 @@
 --   filter/src/keys.rs), read by the same MGET as the counts. A present
 --   override with an expiry (see override.lua) changes its rule's limits,
 --   blocks it or resets it; one without an expiry is ignored. Its reply
---   starts with a state: 0 (no override), 1 (one applies) or 3 (one
---   applies and this decision applied its reset); after its limits'
---   values, if the state is not 0, each limit's limit as decided (0:
---   blocked). A blocked limit's values are 0 0 ttl ttl, ttl the block's
---   time left (ms).
+--   says a state in its first allowed, plus 2 x state: 0 (no override:
+--   the reply as any), 1 (one applies: 2 or 3) or 3 (one applies and this
+--   decision applied its reset: 6 or 7); after its limits' values, if the
+--   state is not 0, each limit's limit as decided (0: blocked). A blocked
+--   limit's values are 0 0 ttl ttl, ttl the block's time left (ms). (The
+--   state folded into a value: one more reply value per decision cost a
+--   client without an override a tenth of its script time.)
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
 --   allowed; -1 when amount can never fit). For v, if allowed: 1, the lead
 --   after (units of 1/limit ms: remaining and reset follow from it), born
@@ -134,8 +136,9 @@ local ERROR_TEXT = 66
 local SPEC_SLOTS, S_CODE, S_LIMIT, S_WINDOW, S_BURST, S_P1, S_P2, S_P3, S_P4 = 8, 1, 2, 3, 4, 5, 6, 7, 8
 -- hs, the shapes: where its limits start in lq (the slot before them), how
 -- many limits, how many keys they take, whether it charges, how many
--- override keys come first (0: it reads none).
-local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE, H_RUNS = 5, 1, 2, 3, 4, 5
+-- override keys come first (0: it reads none), and where its arguments
+-- start in argv (its L: override.lua reads its ops again there).
+local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE, H_RUNS, H_ARG = 6, 1, 2, 3, 4, 5, 6
 -- lq, every shape's limits, in order: its spec's index, op, amount, offset.
 local LIMIT_SLOTS, L_SPEC, L_OP, L_AMOUNT, L_OFFSET = 4, 1, 2, 3, 4
 -- wq, one decision's queued writes: key, value, PX, and how (see the
@@ -237,10 +240,8 @@ if H == nil or H > MAX_DECISIONS then
   return bad('the shape count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
 a = a + 1
-local hs, lq, shape = { false, false, false, false, false }, { false, false, false, false }, {}
--- starts: the limits (by n, their place in lq) that start a rule's run of
--- a shape reading overrides; false while no shape does (the usual call).
-local n, needs_clock, has_strings, starts = 0, false, false, false
+local hs, lq, shape = { false, false, false, false, false, false }, { false, false, false, false }, {}
+local n, needs_clock, has_strings = 0, false, false
 for h = 1, H do
   local L = posint(argv[a])
   if L == nil or L > MAX_LIMITS then
@@ -249,13 +250,11 @@ for h = 1, H do
     return bad('too few arguments')
   end
   -- After the fact if its first limit's op is g, f, r or n (every op must
-  -- agree; in capitals, it starts a rule's run: see starts).
-  local first_op, runs, n0 = argv[a + 2], 0, n
-  if first_op < 'a' then
-    first_op = string.lower(first_op)
-  end
-  local charge, nk, at = first_op == 'g' or first_op == 'f' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
-  hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
+  -- agree; in capitals, it starts a rule reading overrides).
+  local o1, runs = argv[a + 2], 0
+  local charge = o1 == 'g' or o1 == 'f' or o1 == 'r' or o1 == 'n' or o1 == 'G' or o1 == 'F' or o1 == 'R' or o1 == 'N'
+  local nk, at = 0, SHAPE_SLOTS * (h - 1)
+  hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE], hs[at + H_ARG] = LIMIT_SLOTS * n, L, charge, a
   for i = 1, L do
     -- argv[a] is the argument before this limit's spec, op, amount, offset.
     local s = posint(argv[a + 1])
@@ -266,8 +265,10 @@ for h = 1, H do
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
     if op < 'a' then
-      op, runs, starts = string.lower(op), runs + 1, starts or {}
-      starts[n] = true
+      -- No string.lower: a C call per rule of every call reading overrides.
+      runs = runs + 1
+      op = op == 'U' and 'u' or op == 'K' and 'k' or op == 'V' and 'v' or op == 'G' and 'g'
+        or op == 'F' and 'f' or op == 'R' and 'r' or op == 'N' and 'n' or op
     end
     local after = op == 'g' or op == 'f' or op == 'r' or op == 'n'
     local tat = c == 'tb' or c == 'gc'
@@ -328,7 +329,7 @@ for h = 1, H do
     end
     a = a + 4
   end
-  if runs > 0 and not starts[n0] then
+  if runs > 0 and o1 >= 'a' then
     return bad('shape ' .. h .. ': reading overrides, its first limit starts a rule')
   end
   -- The override keys, first, read by the MGET.
@@ -442,11 +443,9 @@ for d = first, first + D - 1 do
   local h = shape[argv[d]]
   local at = SHAPE_SLOTS * (h - 1)
   -- ov: false, or the decision's overrides per limit (see override.lua);
-  -- o0: where its state is in the reply; nr: its override keys.
-  local decided, ov, o0, nr = false, false, 0, hs[at + H_RUNS]
+  -- state: theirs (the @overrides line); nr: its override keys.
+  local decided, ov, state, nr = false, false, 0, hs[at + H_RUNS]
   if nr > 0 then
-    o0 = r + 1
-    reply[o0], r = 0, o0
     for i = k, k + nr - 1 do
       ov = ov or got[i]
     end
@@ -509,13 +508,10 @@ for d = first, first + D - 1 do
     if failed then
       -- Nothing of it is written (but a reset it applied); its values: the
       -- error's text, then zeros; no override state.
-      k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
+      k, r = k0 + hs[at + H_KEYS] - nr, r0 + REPLY_SLOTS * hs[at + H_LIMITS]
       reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
       for i = r0 + 2, r do
         reply[i] = 0
-      end
-      if o0 > 0 then
-        reply[o0] = 0
       end
     elseif all or charge then
       for w = 0, nw - WRITE_SLOTS, WRITE_SLOTS do
@@ -548,7 +544,9 @@ for d = first, first + D - 1 do
       end
     end
     if ov and not failed then
-      -- Each limit's limit as decided, after the values.
+      -- The state in the first allowed; each limit's limit as decided,
+      -- after the values.
+      reply[r0 + 1] = reply[r0 + 1] + 2 * state
       x = hs[at + H_FIRST]
       for li = 1, hs[at + H_LIMITS] do
         local e = ov[li]

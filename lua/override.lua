@@ -18,12 +18,13 @@
 -- (A fragment of the driver's loop: reads at, the decision's shape, nr
 -- and k, its first override key; sets ov to false or, per limit of the
 -- decision, its override: { limit, burst, p1, p2, p3, p4 } as the spec's
--- slots, or { 0, time left } for a block; sets the state at reply[o0].)
+-- slots, or { 0, time left } for a block; and state.)
 local charge = hs[at + H_CHARGE]
 -- x: the limit in lq; li: its place in the decision; lk: its first key;
--- past: the slot past the decision's last limit.
-local x, li, lk, plan, state, dels = hs[at + H_FIRST], 0, k + nr, {}, 0, false
-local past = x + LIMIT_SLOTS * hs[at + H_LIMITS]
+-- arg: where the shape's arguments start (a limit's op in capitals starts
+-- a rule).
+local x, li, lk, plan, dels, arg = hs[at + H_FIRST], 0, k + nr, {}, false, hs[at + H_ARG]
+local limits = hs[at + H_LIMITS]
 -- state: 1 once an override applies, 3 once this decision applied a reset.
 ovs = ovs or {}
 for j = 1, nr do
@@ -99,7 +100,7 @@ for j = 1, nr do
     end
     lk = lk + nk
     x = x + LIMIT_SLOTS
-  until x >= past or starts[x / LIMIT_SLOTS]
+  until li >= limits or argv[arg + 4 * li + 2] < 'a'
   if reset then
     -- Applied once: the override stays without the word.
     p[3], state = false, 3
@@ -130,5 +131,4 @@ if dels then
     end
   end
 end
-reply[o0] = state
 ov = state ~= 0 and plan

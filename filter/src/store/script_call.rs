@@ -179,8 +179,8 @@ impl ScriptCall {
     /// the decision reports left it), or the Redis error that failed it
     /// alone (bounded and printable: its rule's failure policy applies to
     /// it only). A reply that is not one the script gives for this call (a
-    /// count of values that is not four per limit, with a decision's
-    /// override state and limits where it reads overrides; a text anywhere
+    /// count of values that is not four per limit, with each limit's limit
+    /// after them where an override applied; a text anywhere
     /// but first in a decision's values; a failed decision with values) is
     /// malformed: an error for the whole call. So is a call without
     /// decisions, or with a decision without limits: the script refuses
@@ -197,17 +197,15 @@ impl ScriptCall {
         // at: the next value; first: the decision's first limit in `asked`.
         let (mut at, mut first) = (0, 0);
         for &(n, reads) in &self.sizes {
-            let state = if reads {
-                at += 1;
-                ints.get(at - 1).copied().ok_or(WRONG_COUNT)?
-            } else {
-                0
-            };
-            if !matches!(state, 0 | 1 | 3) {
-                return Err(StoreError::Malformed("an impossible override state"));
-            }
             let (start, end) = (at, at + n * 4);
             let values = ints.get(start..end).ok_or(WRONG_COUNT)?;
+            // Reading overrides, the first allowed also says their state,
+            // plus twice it (an impossible allowed stays impossible).
+            let (state, first_allowed) = match values.first().copied() {
+                Some(v) if reads && v >= 6 => (3, v - 6),
+                Some(v) if reads && v >= 2 => (1, v - 2),
+                v => (0, v.unwrap_or_default()),
+            };
             match texts.next_if(|(i, _)| *i < end) {
                 Some((i, _)) if *i != start => return Err(TEXT),
                 Some((_, text)) => {
@@ -226,9 +224,13 @@ impl ScriptCall {
                     let mut outcomes = Vec::with_capacity(n);
                     for l in 0..n {
                         let &(spec, op) = self.asked.get(first + l).ok_or(WRONG_COUNT)?;
-                        let values = values.get(l * 4..l * 4 + 4).unwrap_or_default();
+                        let mut four = [0; 4];
+                        four.copy_from_slice(values.get(l * 4..l * 4 + 4).unwrap_or(&[0; 4]));
+                        if l == 0 {
+                            four[0] = first_allowed;
+                        }
                         let limit = limits.and_then(|t| t.get(l)).map(|&v| u64::try_from(v).unwrap_or(u64::MAX));
-                        let o = decide(spec, op, values, limit.map(|limit| Overridden { limit, reset: state == 3 }))
+                        let o = decide(spec, op, &four, limit.map(|limit| Overridden { limit, reset: state == 3 }))
                             .ok_or(StoreError::Malformed("impossible decision values"))?;
                         outcomes.push(o);
                     }
@@ -252,9 +254,9 @@ impl ScriptCall {
     }
 
     /// How many values the reply holds at most: four per limit; where a
-    /// decision reads overrides, its state and each limit's limit too.
+    /// decision reads overrides, each limit's limit too.
     pub fn reply_len(&self) -> usize {
-        self.sizes.iter().map(|&(n, reads)| n * 4 + if reads { 1 + n } else { 0 }).sum()
+        self.sizes.iter().map(|&(n, reads)| n * 4 + if reads { n } else { 0 }).sum()
     }
 }
 
