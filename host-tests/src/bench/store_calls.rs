@@ -227,20 +227,6 @@ pub fn allowed(reply: &redis::Value) -> bool {
     }
 }
 
-impl Kind {
-    /// Whether its call's `reply` allowed every decision (a call reading
-    /// overrides: after its state, 0 when none is set).
-    pub fn allowed(&self, reply: &redis::Value) -> bool {
-        match (self, reply) {
-            (Kind::OverridesRead, redis::Value::Array(items)) => {
-                matches!(items.first(), Some(redis::Value::Int(0)))
-                    && allowed(&redis::Value::Array(items[1..].to_vec()))
-            }
-            _ => allowed(reply),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
