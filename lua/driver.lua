@@ -55,8 +55,9 @@
 --   decision applied its reset: 6 or 7); after its limits' values, if the
 --   state is not 0, each limit's limit as decided (0: blocked). A blocked
 --   limit's values are 0 0 ttl ttl, ttl the block's time left (ms). (The
---   state folded into a value: one more reply value per decision cost a
---   client without an override a tenth of its script time.)
+--   state rides in a value: a value of its own would grow the reply table
+--   of every decision alone from four slots to eight, also for the clients
+--   without an override.)
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
 --   allowed; -1 when amount can never fit). For v, if allowed: 1, the lead
 --   after (units of 1/limit ms: remaining and reset follow from it), born

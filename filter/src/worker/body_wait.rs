@@ -220,11 +220,8 @@ impl Worker {
             let Some(rule) = self.config.rules.get(wait.rule) else { continue };
             host.count(wait.rule, Event::BadRequest);
             let reply = body_timeout(&rule.name, wait.timeout_ms);
-            host.annotate(
-                stream,
-                &access_log::fields(&self.config, &Trace::refused(wait.rule, DecidedBy::Body), Some(&reply)),
-            );
-            host.reply(stream, &reply);
+            let log = access_log::fields(&self.config, &Trace::refused(wait.rule, DecidedBy::Body), Some(&reply));
+            host.reply(stream, &reply, &log);
             let due = self.body_timeout_logged.is_none_or(|t| now.since(t) >= TIMEOUT_LOG_INTERVAL_MS);
             if due {
                 self.body_timeout_logged = Some(now);

@@ -140,23 +140,20 @@ impl Worker {
                 if stream.done() {
                     self.streams.remove(&id);
                 }
-                if may_act && !log.is_empty() {
-                    host.annotate(id, &log);
-                }
                 if returned {
+                    if !log.is_empty() {
+                        host.annotate(id, &log);
+                    }
                     return Some(Action::Continue);
                 }
                 if may_act {
-                    host.resume(id);
+                    host.resume(id, &log);
                 }
                 None
             }
             Outcome::Reply(reply) => {
                 if may_act {
-                    if !log.is_empty() {
-                        host.annotate(id, &log);
-                    }
-                    host.reply(id, &reply);
+                    host.reply(id, &reply, &log);
                 }
                 self.end_stream(host, id);
                 returned.then_some(Action::Pause)

@@ -78,16 +78,18 @@ impl Host for FakeHost {
         self.request_bodies.borrow_mut().push((len, body.to_vec()));
         true
     }
-    fn resume(&self, stream: u32) {
+    fn resume(&self, stream: u32, log: &[access_log::Field]) {
+        self.annotate(stream, log);
         self.resumed.borrow_mut().push(stream);
     }
-    fn reply(&self, stream: u32, reply: &LocalReply) {
+    fn reply(&self, stream: u32, reply: &LocalReply, log: &[access_log::Field]) {
+        self.annotate(stream, log);
         self.replied.borrow_mut().push((stream, reply.clone()));
     }
     fn warn(&self, message: &str) {
         self.warnings.borrow_mut().push(message.to_string());
     }
-    fn annotate(&self, stream: u32, fields: &[(&'static str, String)]) {
+    fn annotate(&self, stream: u32, fields: &[access_log::Field]) {
         let mut log = self.access_log.borrow_mut();
         log.extend(fields.iter().map(|(n, v)| (stream, *n, v.clone())));
     }
