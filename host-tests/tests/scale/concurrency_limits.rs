@@ -233,9 +233,16 @@ fn three_proxies_hold_a_client_to_its_limit_and_each_way_a_stream_ends_frees_its
         assert_eq!((a.status, &body["error"], &body["rule"]), (429, &"rate_limited".into(), &"gate".into()), "{a:?}");
         assert_eq!(body.get("reason"), None, "{a:?}");
         assert_eq!(a.header("retry-after").map(str::to_string), Some(body["retry_after"].to_string()));
-        f.wait("the refused request's slot released", || {
-            f.stat("slots_released") - released == f.stat("slots_taken") - taken
-        });
+        let what = || {
+            let (t, r) = (f.stat("slots_taken") - taken, f.stat("slots_released") - released);
+            let errors = f.stat("slot_store_errors");
+            format!("proxy {p}: the refused request's slot released ({t} taken, {r} released, {errors} store errors, ZCARD {})", f.zcard("u"))
+        };
+        let deadline = Instant::now() + SOON;
+        while f.stat("slots_released") - released != f.stat("slots_taken") - taken {
+            assert!(Instant::now() < deadline, "{}: not within {SOON:?}", what());
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert_eq!(f.zcard("u"), 4);
     }
     eprintln!("requests refused by gate took {} slots", f.stat("slots_taken") - taken);
