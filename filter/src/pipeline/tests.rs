@@ -20,6 +20,9 @@ const CONFIG: &str = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
   {"name":"watch","match":{"path_prefix":"/watch"},"key":["client_ip"],"shadow":true,
    "limits":[{"algorithm":"fixed_window","limit":1,"window":"1m"}]}]}"#;
 
+/// A trace as the tests compare it: rule name, decider, (limit, remaining).
+type Traced<'a> = (&'a str, DecidedBy, Option<(u64, u64)>);
+
 struct World {
     config: Config,
     shared: FakeShared,
@@ -40,7 +43,7 @@ impl World {
 
     /// The last decided request's trace: its rule's name, the decider, the
     /// limit and remaining it shows.
-    fn traced(&self) -> Option<(&str, DecidedBy, Option<(u64, u64)>)> {
+    fn traced(&self) -> Option<Traced<'_>> {
         let t = self.trace.borrow().clone()?;
         let shown = t.shown.map(|s| (s.limit, s.outcome.remaining));
         Some((self.config.rules[t.rule].name.as_str(), t.by, shown))
