@@ -1,4 +1,4 @@
--- Driver, protocol v4: a batch of decisions in one atomic call. Each
+-- Driver, protocol v5: a batch of decisions in one atomic call. Each
 -- decision covers limits of ONE client; decisions run in order, each seeing
 -- the writes of those before it.
 --
@@ -12,6 +12,7 @@
 -- @keys  per decision, per limit: sw 2, fw 1, tb 1, sl 1, gc 1, cc 1
 -- @argv  now S S*(code limit window_ms burst) H H*(L L*(spec op amount offset)) D D*(shape)
 -- @reply per decision, per limit: allowed remaining reset_ms retry_after_ms
+-- @overrides keys: one per rule, before the limits' | shape: a rule's first op in capitals | reply: first allowed + 2 x state; limits last if state is not 0
 --
 -- KEYS: sliding_window's two are the current and the previous window's
 --   counter; the caller's clock picks them (filter/src/keys.rs).
@@ -42,6 +43,21 @@
 --   elsewhere.
 -- D decisions (1 to MAX_DECISIONS): each its shape (1-based index into the
 --   shapes). The test build appends its clock (CLOCK_ARGS).
+-- Overrides (the @overrides line): a shape whose limits start each rule's
+--   run with its op in capitals (U k, then V: two rules) reads the
+--   operator's overrides of its client: its decisions' keys start with one
+--   override key per run (<domain>:{<identity>}:<rule>:override,
+--   filter/src/keys.rs), read by the same MGET as the counts. A present
+--   override with an expiry (see override.lua) changes its rule's limits,
+--   blocks it or resets it; one without an expiry is ignored. Its reply
+--   says a state in its first allowed, plus 2 x state: 0 (no override:
+--   the reply as any), 1 (one applies: 2 or 3) or 3 (one applies and this
+--   decision applied its reset: 6 or 7); after its limits' values, if the
+--   state is not 0, each limit's limit as decided (0: blocked). A blocked
+--   limit's values are 0 0 ttl ttl, ttl the block's time left (ms). (The
+--   state rides in a value: a value of its own would grow the reply table
+--   of every decision alone from four slots to eight, also for the clients
+--   without an override.)
 -- Reply: allowed (1/0), remaining, reset_ms, retry_after_ms (0 when
 --   allowed; -1 when amount can never fit). For v, if allowed: 1, the lead
 --   after (units of 1/limit ms: remaining and reset follow from it), born
@@ -120,8 +136,10 @@ local ERROR_TEXT = 66
 -- the spec shares (computed once per call; see the spec loop).
 local SPEC_SLOTS, S_CODE, S_LIMIT, S_WINDOW, S_BURST, S_P1, S_P2, S_P3, S_P4 = 8, 1, 2, 3, 4, 5, 6, 7, 8
 -- hs, the shapes: where its limits start in lq (the slot before them), how
--- many limits, how many keys they take, whether it charges.
-local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE = 4, 1, 2, 3, 4
+-- many limits, how many keys they take, whether it charges, how many
+-- override keys come first (0: it reads none), and where its arguments
+-- start in argv (its L: override.lua reads its ops again there).
+local SHAPE_SLOTS, H_FIRST, H_LIMITS, H_KEYS, H_CHARGE, H_RUNS, H_ARG = 6, 1, 2, 3, 4, 5, 6
 -- lq, every shape's limits, in order: its spec's index, op, amount, offset.
 local LIMIT_SLOTS, L_SPEC, L_OP, L_AMOUNT, L_OFFSET = 4, 1, 2, 3, 4
 -- wq, one decision's queued writes: key, value, PX, and how (see the
@@ -223,7 +241,7 @@ if H == nil or H > MAX_DECISIONS then
   return bad('the shape count must be an integer from 1 to ' .. MAX_DECISIONS)
 end
 a = a + 1
-local hs, lq, shape = { false, false, false, false }, { false, false, false, false }, {}
+local hs, lq, shape = { false, false, false, false, false, false }, { false, false, false, false }, {}
 local n, needs_clock, has_strings = 0, false, false
 for h = 1, H do
   local L = posint(argv[a])
@@ -232,10 +250,12 @@ for h = 1, H do
   elseif a + 4 * L > nargs then
     return bad('too few arguments')
   end
-  -- After the fact if its first limit's op is g, f, r or n (every op must agree).
-  local first_op = argv[a + 2]
-  local charge, nk, at = first_op == 'g' or first_op == 'f' or first_op == 'r' or first_op == 'n', 0, SHAPE_SLOTS * (h - 1)
-  hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE] = LIMIT_SLOTS * n, L, charge
+  -- After the fact if its first limit's op is g, f, r or n (every op must
+  -- agree; in capitals, it starts a rule reading overrides).
+  local o1, runs = argv[a + 2], 0
+  local charge = o1 == 'g' or o1 == 'f' or o1 == 'r' or o1 == 'n' or o1 == 'G' or o1 == 'F' or o1 == 'R' or o1 == 'N'
+  local nk, at = 0, SHAPE_SLOTS * (h - 1)
+  hs[at + H_FIRST], hs[at + H_LIMITS], hs[at + H_CHARGE], hs[at + H_ARG] = LIMIT_SLOTS * n, L, charge, a
   for i = 1, L do
     -- argv[a] is the argument before this limit's spec, op, amount, offset.
     local s = posint(argv[a + 1])
@@ -245,6 +265,12 @@ for h = 1, H do
     local so = SPEC_SLOTS * (s - 1)
     local c, window = sp[so + S_CODE], sp[so + S_WINDOW]
     local op, amount, offset = argv[a + 2], posint(argv[a + 3]), argv[a + 4]
+    if op < 'a' then
+      -- No string.lower: a C call per rule of every call reading overrides.
+      runs = runs + 1
+      op = op == 'U' and 'u' or op == 'K' and 'k' or op == 'V' and 'v' or op == 'G' and 'g'
+        or op == 'F' and 'f' or op == 'R' and 'r' or op == 'N' and 'n' or op
+    end
     local after = op == 'g' or op == 'f' or op == 'r' or op == 'n'
     local tat = c == 'tb' or c == 'gc'
     if op ~= 'u' and op ~= 'k' and op ~= 'v' and not after then
@@ -304,7 +330,11 @@ for h = 1, H do
     end
     a = a + 4
   end
-  hs[at + H_KEYS] = nk
+  if runs > 0 and o1 >= 'a' then
+    return bad('shape ' .. h .. ': reading overrides, its first limit starts a rule')
+  end
+  -- The override keys, first, read by the MGET.
+  hs[at + H_KEYS], hs[at + H_RUNS], has_strings = nk + runs, runs, has_strings or runs > 0
   a = a + 1
 end
 local D = posint(argv[a])
@@ -408,25 +438,47 @@ for h = 1, H do
     break
   end
 end
-local k, r = 1, 0
+-- ovs: each override key met in the call, read (see override.lua).
+local k, r, ovs = 1, 0, false
 for d = first, first + D - 1 do
   local h = shape[argv[d]]
-  local decided = false
-  if h == lone then
+  local at = SHAPE_SLOTS * (h - 1)
+  -- ov: false, or the decision's overrides per limit (see override.lua);
+  -- state: theirs (the @overrides line); nr: its override keys.
+  local decided, ov, state, nr = false, false, 0, hs[at + H_RUNS]
+  if nr > 0 then
+    for i = k, k + nr - 1 do
+      ov = ov or got[i]
+    end
+    if ov then
+      --@include override.lua
+    end
+    k = k + nr
+  end
+  if h == lone and not ov then
     --@include lone_window.lua
   end
   if not decided then
-    local at = SHAPE_SLOTS * (h - 1)
     local x, nw, all, charge, failed = hs[at + H_FIRST], 0, true, hs[at + H_CHARGE], false
     local k0, r0 = k, r
-    for _ = 1, hs[at + H_LIMITS] do
+    for li = 1, hs[at + H_LIMITS] do
       local s, op, amount, offset = lq[x + L_SPEC], lq[x + L_OP], lq[x + L_AMOUNT], lq[x + L_OFFSET]
       x = x + LIMIT_SLOTS
       local o = SPEC_SLOTS * (s - 1)
       local c, limit, window, burst = sp[o + S_CODE], sp[o + S_LIMIT], sp[o + S_WINDOW], sp[o + S_BURST]
       local p1, p2, p3, p4 = sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4]
+      local e = ov and ov[li]
+      if e then
+        -- The override's limit (and what follows from it), or a block.
+        limit, burst, p1, p2, p3, p4 = e[1], e[2], e[3], e[4], e[5], e[6]
+      end
       local allowed, remaining, reset, retry
-      if op == 'f' then
+      if limit == 0 then
+        -- Blocked (e[2]: the block's time left): refused, nothing of the
+        -- decision written.
+        allowed, remaining, reset, retry = false, 0, e[2], e[2]
+        k = k + (c == 'sw' and 2 or 1)
+      elseif op == 'f' then
         --@include refund.lua
         k = k + (c == 'sw' and 2 or 1)
       elseif c == 'sw' then
@@ -455,8 +507,9 @@ for d = first, first + D - 1 do
       r = r + REPLY_SLOTS
     end
     if failed then
-      -- Nothing of it is written; its values: the error's text, then zeros.
-      k, r = k0 + hs[at + H_KEYS], r0 + REPLY_SLOTS * hs[at + H_LIMITS]
+      -- Nothing of it is written (but a reset it applied); its values: the
+      -- error's text, then zeros; no override state.
+      k, r = k0 + hs[at + H_KEYS] - nr, r0 + REPLY_SLOTS * hs[at + H_LIMITS]
       reply[r0 + 1] = string.sub(failed, 1, ERROR_TEXT)
       for i = r0 + 2, r do
         reply[i] = 0
@@ -490,6 +543,18 @@ for d = first, first + D - 1 do
           --@include sliding_log_write.lua
         end
       end
+    end
+    if ov and not failed then
+      -- The state in the first allowed; each limit's limit as decided,
+      -- after the values.
+      reply[r0 + 1] = reply[r0 + 1] + 2 * state
+      x = hs[at + H_FIRST]
+      for li = 1, hs[at + H_LIMITS] do
+        local e = ov[li]
+        reply[r + li] = e and e[1] or sp[SPEC_SLOTS * (lq[x + L_SPEC] - 1) + S_LIMIT]
+        x = x + LIMIT_SLOTS
+      end
+      r = r + hs[at + H_LIMITS]
     end
   end
 end

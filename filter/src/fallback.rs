@@ -108,6 +108,7 @@ pub fn admit<S: SharedData + ?Sized>(
                 remaining,
                 reset_ms,
                 retry_after_ms: if allowed { Some(0) } else { Some(wait) },
+                overridden: None,
             });
             reads.push((key, got.map(|(_, cas)| cas), [stored(l), stamp, count.saturating_add(cost)]));
         }
@@ -123,7 +124,13 @@ pub fn admit<S: SharedData + ?Sized>(
     // Persistent contention: refuse rather than admit uncounted.
     limits
         .iter()
-        .map(|l| LimitOutcome { allowed: false, remaining: 0, reset_ms: l.window_ms, retry_after_ms: Some(1) })
+        .map(|l| LimitOutcome {
+            allowed: false,
+            remaining: 0,
+            reset_ms: l.window_ms,
+            retry_after_ms: Some(1),
+            overridden: None,
+        })
         .collect()
 }
 

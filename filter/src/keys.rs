@@ -58,6 +58,14 @@ pub fn limit_keys(
     }
 }
 
+/// The key of an operator's override of `rule` for one client:
+/// `<domain>:{<identity>}:<rule>:override`, in the client's hash slot (its
+/// hash tag is the client's keys'), written with `redis-cli` and read by
+/// the decision script with the counts (`lua/override.lua`).
+pub fn override_key(domain: &str, identity: &str, rule: &str) -> String {
+    format!("{domain}:{{{identity}}}:{rule}:override")
+}
+
 /// The code in a limit's key names: its algorithm's, or `fo` for a fixed
 /// window with an offset.
 pub fn key_code(spec: &LimitSpec, offset_ms: Option<u64>) -> &'static str {
@@ -145,6 +153,16 @@ mod tests {
                                                                  // CLUSTER KEYSLOT foo = 12182, bar = 5061.
         assert_eq!(cluster_slot("foo"), HashSlot(12182));
         assert_eq!(cluster_slot("bar"), HashSlot(5061));
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn an_override_sits_in_its_clients_hash_slot() {
+        let key = override_key("shop", "k=abc", "api");
+        assert_eq!(key, "shop:{k=abc}:api:override");
+        let counts = keys(Algorithm::SlidingWindow, 5);
+        assert!(counts.iter().all(|k| k.starts_with("shop:{k=abc}:api:")), "{counts:?}");
+        assert_eq!(cluster_slot("k=abc"), cluster_slot(&key[key.find('{').unwrap() + 1..key.find('}').unwrap()]));
     }
 
     #[test]

@@ -14,9 +14,38 @@ pub struct LimitOutcome {
     /// Milliseconds until a request of this cost could be admitted: 0 when
     /// allowed, `None` when its cost can never fit.
     pub retry_after_ms: Option<u64>,
+    /// What an operator's override of the client made of the limit, when
+    /// one applied (`lua/override.lua`).
+    pub overridden: Option<Overridden>,
+}
+
+/// An operator's override as the store applied it to one limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overridden {
+    /// The limit it was decided with; 0 when the client is blocked.
+    pub limit: u64,
+    /// Whether this decision applied the override's reset.
+    pub reset: bool,
+}
+
+impl Overridden {
+    /// Whether the override blocks the client.
+    pub fn blocked(self) -> bool {
+        self.limit == 0
+    }
 }
 
 impl LimitOutcome {
+    /// The limit it was decided with: an override's, else `configured`.
+    pub fn limit_or(&self, configured: u64) -> u64 {
+        self.overridden.map(|o| o.limit).filter(|&l| l > 0).unwrap_or(configured)
+    }
+
+    /// Whether an override blocks the client.
+    pub fn blocked(&self) -> bool {
+        self.overridden.is_some_and(Overridden::blocked)
+    }
+
     /// Builds an outcome from the script's four integers per limit.
     pub fn from_wire(allowed: i64, remaining: i64, reset_ms: i64, retry_after_ms: i64) -> Option<LimitOutcome> {
         let allowed = match allowed {
@@ -32,6 +61,7 @@ impl LimitOutcome {
                 -1 => None,
                 ms => Some(u64::try_from(ms).ok()?),
             },
+            overridden: None,
         })
     }
 }
@@ -46,11 +76,17 @@ mod tests {
     fn wire_values_map_to_a_decision() {
         assert_eq!(
             LimitOutcome::from_wire(0, 0, 1500, -1),
-            Some(LimitOutcome { allowed: false, remaining: 0, reset_ms: 1500, retry_after_ms: None })
+            Some(LimitOutcome { allowed: false, remaining: 0, reset_ms: 1500, retry_after_ms: None, overridden: None })
         );
         assert_eq!(
             LimitOutcome::from_wire(1, 4, 1000, 0),
-            Some(LimitOutcome { allowed: true, remaining: 4, reset_ms: 1000, retry_after_ms: Some(0) })
+            Some(LimitOutcome {
+                allowed: true,
+                remaining: 4,
+                reset_ms: 1000,
+                retry_after_ms: Some(0),
+                overridden: None
+            })
         );
     }
 

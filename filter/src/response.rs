@@ -126,6 +126,16 @@ pub fn refused(status: u32, error: &str, rule: &str, detail: &str) -> LocalReply
     }
 }
 
+/// The 403 of a client an operator's override blocks on rule `rule`
+/// (`lua/override.lua`): not a rate limit, so no Retry-After.
+pub fn blocked(rule: &str) -> LocalReply {
+    LocalReply {
+        status: 403,
+        headers: vec![("content-type", json())],
+        body: format!("{{\"error\":\"blocked\",\"rule\":\"{rule}\"}}"),
+    }
+}
+
 /// The 503 of a fail-closed rule whose store is unavailable.
 pub fn unavailable() -> LocalReply {
     LocalReply {
@@ -143,7 +153,7 @@ mod tests {
     fn shown(allowed: bool, remaining: u64, reset_ms: u64, retry: u64) -> Shown {
         Shown {
             limit: 5,
-            outcome: LimitOutcome { allowed, remaining, reset_ms, retry_after_ms: Some(retry) },
+            outcome: LimitOutcome { allowed, remaining, reset_ms, retry_after_ms: Some(retry), overridden: None },
             policy: None,
         }
     }
@@ -189,6 +199,14 @@ mod tests {
         let e = shown(false, 0, 100, 700);
         assert_eq!(most_restrictive(&[a, d, e, b]), Some(e), "the denial that lasts longest");
         assert_eq!(most_restrictive(&[]), None);
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn a_blocked_client_is_forbidden_with_its_rule_named() {
+        let r = blocked("api");
+        assert_eq!((r.status, r.body.as_str()), (403, r#"{"error":"blocked","rule":"api"}"#));
+        assert_eq!(r.headers, vec![("content-type", "application/json".into())]);
     }
 
     #[test]

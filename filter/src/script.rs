@@ -62,7 +62,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test;
 
     /// Every file the script is made of, as `lua/` holds it.
-    const SOURCES: [(&str, &str); 12] = [
+    const SOURCES: [(&str, &str); 13] = [
         ("prelude.lua", include_str!("../../lua/prelude.lua")),
         ("clock.lua", include_str!("../../lua/clock.lua")),
         ("driver.lua", include_str!("../../lua/driver.lua")),
@@ -75,6 +75,7 @@ mod tests {
         ("sliding_log_write.lua", include_str!("../../lua/sliding_log_write.lua")),
         ("concurrency.lua", include_str!("../../lua/concurrency.lua")),
         ("concurrency_write.lua", include_str!("../../lua/concurrency_write.lua")),
+        ("override.lua", include_str!("../../lua/override.lua")),
     ];
 
     /// Line `line` of `file` as the script holds it: a comment line empty,

@@ -21,6 +21,24 @@ pub struct LimitSpec {
     pub burst: u64,
 }
 
+impl LimitSpec {
+    /// This limit as an operator's override of `limit` makes it
+    /// (`lua/override.lua`): a token bucket whose burst is its limit takes
+    /// the new limit as both; `None` for a limit the script ignores (0,
+    /// times the window past 2^53, a sliding_log's past its bound).
+    pub fn overridden(&self, limit: u64) -> Option<LimitSpec> {
+        let exact = limit >= 1 && limit.checked_mul(self.window_ms).is_some_and(|x| x < TOP + 1);
+        if !exact || (self.algorithm == Algorithm::SlidingLog && limit > SLIDING_LOG_MAX) {
+            return None;
+        }
+        let follows = self.algorithm == Algorithm::TokenBucket && self.burst == self.limit;
+        Some(LimitSpec { limit, burst: if follows { limit } else { self.burst }, ..*self })
+    }
+}
+
+/// The largest sliding_log limit (its log holds one entry per request).
+pub const SLIDING_LOG_MAX: u64 = 10_000;
+
 /// The most decisions one call may carry (the script refuses more).
 pub const MAX_DECISIONS: usize = 256;
 /// The most limits one decision may have, and distinct specs one call.
@@ -92,6 +110,7 @@ impl Mark {
             remaining: tolerance.saturating_sub(lead) / spec.window_ms.max(1),
             reset_ms: lead.div_ceil(spec.limit.max(1)),
             retry_after_ms: Some(0),
+            overridden: reply.overridden,
         };
         Some((outcome, Mark { born_ms: reply.reset_ms, count }))
     }
@@ -140,6 +159,13 @@ impl Op {
             Op::Refund { mark, .. } => mark,
             _ => None,
         }
+    }
+
+    /// Whether a decision doing it reads its client's overrides: requests,
+    /// leases and charges do; refunds, releases and renewals decide
+    /// nothing an override changes (`ScriptCall::with_overrides`).
+    pub fn reads_overrides(self) -> bool {
+        !matches!(self, Op::Refund { .. } | Op::Release(_) | Op::Renew(_))
     }
 
     /// Whether the op is applied whatever the limits say (a charge, or a

@@ -7,6 +7,7 @@
 // so panicking with a clear message is the right response here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod access_log;
 pub mod backend;
 pub mod bench;
 pub mod body_upstream;

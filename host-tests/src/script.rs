@@ -192,6 +192,9 @@ impl SimulatedExpiry {
             // What is left of the key's TTL after this call, if it wrote it.
             let left = match ttl {
                 -3 => None,
+                // An operator's override the script rewrote (KEEPTTL):
+                // its own TTL, in real time, stands.
+                -4 if key.ends_with(":override") => None,
                 -4 => {
                     // Its TTL stands: what is left of it on the simulated clock.
                     let deadline =

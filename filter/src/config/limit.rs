@@ -9,7 +9,7 @@ use crate::json::Value;
 use crate::spec::LimitSpec;
 
 /// The largest sliding_log limit: its sorted set holds one entry per request.
-pub const SLIDING_LOG_MAX: u64 = 10_000;
+pub const SLIDING_LOG_MAX: u64 = crate::spec::SLIDING_LOG_MAX;
 /// limit x window and burst x window must stay exact in the script's doubles.
 pub const MAX_EXACT: u64 = 1 << 53;
 

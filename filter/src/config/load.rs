@@ -32,7 +32,7 @@ fn check_body_bound(config: &Config) -> Result<(), ConfigError> {
         for &r in &group.rules {
             let rule: &Rule = &config.rules[r];
             limits.extend(rule.limits.iter().map(|l| (rule.name.as_str(), l.spec)));
-            let size = BODY_HEAD + decision_size(&config.domain, &identity, &limits);
+            let size = BODY_HEAD + decision_size(&config.domain, &identity, &limits, config.overrides.is_some());
             if size > MAX_BODY {
                 return Err(ConfigError::at(
                     &format!("rules[{r}]"),

@@ -13,6 +13,7 @@ mod json;
 mod lease;
 mod limit;
 mod load;
+mod overrides;
 mod prices;
 mod request_body;
 mod reservation;
@@ -29,6 +30,7 @@ pub use error_body::ErrorBody;
 pub use lease::{LeaseSettings, MAX_LEASE_UNITS};
 pub use limit::{Counts, Limit, MAX_EXACT, SLIDING_LOG_MAX};
 pub use load::{load, load_with_env};
+pub use overrides::{Overrides, DEFAULT_WITHIN};
 pub use prices::{Price, Prices};
 pub use request_body::{BodyInvalid, BodyPath, BodySettings, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MAX_BODY, MAX_BODY};
 pub use reservation::{Reservation, CHOICES_FIELDS, OUTPUT_FIELDS};
@@ -89,6 +91,8 @@ pub struct Config {
     /// Retry-After gets a random extra of up to this share of the wait, in
     /// millionths (0: exact).
     pub retry_after_jitter_ppm: u32,
+    /// Operators' overrides read with every decision, if on.
+    pub overrides: Option<Overrides>,
     /// The rules, in order.
     pub rules: Vec<Rule>,
     /// The rules grouped by identity.
@@ -96,7 +100,7 @@ pub struct Config {
 }
 
 const TOP_FIELDS: &[&str] =
-    &["domain", "store", "client_ip", "deny_cache", "response_headers", "retry_after_jitter", "rules"];
+    &["domain", "store", "client_ip", "deny_cache", "response_headers", "retry_after_jitter", "overrides", "rules"];
 
 impl Config {
     /// Parses and validates the plugin configuration (what the store's
@@ -140,6 +144,10 @@ impl Config {
             None => 0,
             Some(v) => (json::fraction(v, "retry_after_jitter")? * 1e6).round() as u32,
         };
+        let overrides = match o.value("overrides") {
+            None => None,
+            Some(v) => overrides::parse_overrides(v)?,
+        };
         let rule_values = o.array("rules")?.ok_or_else(|| ConfigError::at("rules", "is required"))?;
         if rule_values.is_empty() || rule_values.len() > MAX_RULES {
             return Err(ConfigError::at("rules", format!("must hold 1 to {MAX_RULES} rules")));
@@ -166,6 +174,7 @@ impl Config {
             deny_cache,
             headers,
             retry_after_jitter_ppm,
+            overrides,
             rules,
             groups,
         })

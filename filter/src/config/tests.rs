@@ -112,7 +112,7 @@ fn each_bad_config_is_refused_with_its_field_and_reason() {
         ),
         (
             r#"{"store":{"cluster":"s"},"rules":[],"extra":1}"#,
-            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, retry_after_jitter, rules)",
+            "extra: unknown field (expected one of: domain, store, client_ip, deny_cache, response_headers, retry_after_jitter, overrides, rules)",
         ),
         (r#"{"rules":[]}"#, "store: is required"),
         (r#"{"store":{"cluster":"s"},"rules":[]}"#, "rules: must hold 1 to 64 rules"),
@@ -538,4 +538,35 @@ fn a_rule_per_key_per_model_reads_the_body_with_its_defaults() {
     assert_eq!(c.groups[2].rules, [2, 3]);
     assert_eq!(c.groups[2].body, Some(small));
     assert_eq!(c.groups[1].body, Some(BodySettings::default()));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn overrides_are_off_unless_asked_for_and_within_is_bounded() {
+    let with = |overrides: &str| {
+        format!(
+            r#"{{"store":{{"cluster":"s"}},"overrides":{overrides},"rules":[{{"name":"a","key":["client_ip"],"limits":[{{"limit":1,"window":"1s"}}]}}]}}"#
+        )
+    };
+    let parse = |json: &str| Config::parse(json.as_bytes()).map(|c| c.overrides.map(|o| o.within.ms()));
+    assert_eq!(Config::parse(EXAMPLE.as_bytes()).unwrap().overrides, None, "off by default");
+    assert_eq!(parse(&with("{}")), Ok(Some(1_000)), "given: on, within 1 s");
+    assert_eq!(parse(&with(r#"{"within":"250ms"}"#)), Ok(Some(250)));
+    assert_eq!(parse(&with(r#"{"enabled":false,"within":"5s"}"#)), Ok(None));
+    assert_eq!(parse(&with("null")), Ok(None));
+    let refused = [
+        (r#"{"within":"99ms"}"#, "overrides.within: must be from 100ms to 1h"),
+        (r#"{"within":"61m"}"#, "overrides.within: must be from 100ms to 1h"),
+        (
+            r#"{"within":"1.5s"}"#,
+            r#"overrides.within: must be a duration like "250ms", "1s", "30s", "1m", "1h" or "1d""#,
+        ),
+        (r#"{"within":1}"#, "overrides.within: must be a string"),
+        (r#"{"enabled":"yes"}"#, "overrides.enabled: must be true or false"),
+        (r#"{"within":"1s","bound":"1s"}"#, "overrides.bound: unknown field (expected one of: enabled, within)"),
+        ("true", "overrides: must be an object"),
+    ];
+    for (overrides, want) in refused {
+        assert_eq!(error_of(&with(overrides)), want, "{overrides}");
+    }
 }

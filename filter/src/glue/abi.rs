@@ -60,6 +60,7 @@ extern "C" {
     ) -> u32;
     fn proxy_remove_header_map_value(kind: u32, key: *const u8, key_size: usize) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, value: *mut *mut u8, value_size: *mut usize) -> u32;
+    fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_get_shared_data(
         key: *const u8,
         key_size: usize,
@@ -220,6 +221,14 @@ pub fn property(path: &[&str]) -> Result<Option<Vec<u8>>, Status> {
     }
     // SAFETY: a live slice and valid out-pointers.
     with_buffer(|d, s| unsafe { proxy_get_property(joined.as_ptr(), joined.len(), d, s) })
+}
+
+/// Sets the property of one path segment `name` of the effective
+/// context (Envoy: the stream's filter state `wasm.<name>`, which the
+/// access log prints with `%FILTER_STATE(wasm.<name>:PLAIN)%`).
+pub fn set_property(name: &str, value: &[u8]) -> Result<(), Status> {
+    // SAFETY: live slices.
+    status(unsafe { proxy_set_property(name.as_ptr(), name.len(), value.as_ptr(), value.len()) })
 }
 
 /// A shared-data value and its CAS token.

@@ -105,7 +105,7 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end_of
         let plugin = vm.plugins.get_mut(&root)?;
         let (worker, host) = plugin.split(Some(context));
         if host.pinned && host.guard.refused() {
-            host.reply(context, &crate::response::unavailable());
+            host.reply(context, &crate::response::unavailable(), &[]);
             return Some(Action::Pause);
         }
         let action = worker.on_request_headers(&host, context, &HostRequest, end_of_stream != 0);

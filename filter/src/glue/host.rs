@@ -17,6 +17,7 @@ use crate::store::transport::Wire;
 use crate::store::Transport;
 use crate::store::{webdis, StoreError};
 use crate::time::Instant;
+use crate::worker::access_log::Field;
 use crate::worker::{Host, ResponseSource};
 
 /// Metric ids defined at configure time; a host without metrics
@@ -267,15 +268,17 @@ impl Host for HostCalls<'_> {
         false
     }
 
-    fn resume(&self, stream: u32) {
+    fn resume(&self, stream: u32, log: &[Field]) {
         // A stream that is gone cannot be made effective: nothing to resume.
         if self.may_carry_out(stream) {
+            set_properties(log);
             let _ = abi::continue_request();
         }
     }
 
-    fn reply(&self, stream: u32, reply: &LocalReply) {
+    fn reply(&self, stream: u32, reply: &LocalReply, log: &[Field]) {
         if self.may_carry_out(stream) {
+            set_properties(log);
             let headers: Vec<(&str, &str)> = reply.headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
             let _ = abi::send_local_response(reply.status, &abi::serialize_pairs(&headers), reply.body.as_bytes());
         }
@@ -284,6 +287,21 @@ impl Host for HostCalls<'_> {
     fn warn(&self, message: &str) {
         // Not through `log`: its formatting here cost the module 1.8 KB.
         abi::log(abi::LOG_WARN, message);
+    }
+
+    fn annotate(&self, stream: u32, fields: &[Field]) {
+        // The stream whose callback runs is effective already.
+        if self.current == Some(stream) || self.may_carry_out(stream) {
+            set_properties(fields);
+        }
+    }
+}
+
+/// Sets each field as a property of the effective stream. A status (a
+/// host without such properties) changes nothing for the request.
+fn set_properties(fields: &[Field]) {
+    for (name, value) in fields {
+        let _ = abi::set_property(name, value.as_bytes());
     }
 }
 

@@ -50,6 +50,18 @@ pub enum Span {
     },
 }
 
+impl Span {
+    /// The span of tokens refilled at `limit` instead (an operator's
+    /// override of the limit: its bucket refills at that rate); 0, and
+    /// windows, keep it.
+    pub fn at_limit(self, limit: u64) -> Span {
+        match self {
+            Span::Tokens { window_ms, .. } if limit > 0 => Span::Tokens { window_ms, limit },
+            other => other,
+        }
+    }
+}
+
 /// One limit of a granted lease, for its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granted {
@@ -160,7 +172,7 @@ mod tests {
             granted_at_ms,
             limits: remaining
                 .iter()
-                .map(|&(r, per)| LeasedLimit { remaining_at_grant: r, reset_at_ms, per_request: per })
+                .map(|&(r, per)| LeasedLimit { remaining_at_grant: r, reset_at_ms, per_request: per, limit: 0 })
                 .collect(),
         }
     }

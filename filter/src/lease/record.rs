@@ -18,6 +18,9 @@ pub struct LeasedLimit {
     pub reset_at_ms: u64,
     /// Units one request takes from it (1, or the rule's cost).
     pub per_request: u64,
+    /// The limit an operator's override had the store grant it under;
+    /// 0: the configuration's.
+    pub limit: u64,
 }
 
 /// A lease.
@@ -42,10 +45,10 @@ pub struct LeaseRecord {
 
 impl LeaseRecord {
     /// The bytes in shared data: six little-endian u64 (fingerprint,
-    /// expiry, requests left, granted, granted at, limit count), then three
+    /// expiry, requests left, granted, granted at, limit count), then four
     /// per limit.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(48 + 24 * self.limits.len());
+        let mut out = Vec::with_capacity(48 + 32 * self.limits.len());
         let head = [
             self.fingerprint,
             self.expires_at_ms,
@@ -58,7 +61,7 @@ impl LeaseRecord {
             out.extend_from_slice(&v.to_le_bytes());
         }
         for l in &self.limits {
-            for v in [l.remaining_at_grant, l.reset_at_ms, l.per_request] {
+            for v in [l.remaining_at_grant, l.reset_at_ms, l.per_request, l.limit] {
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -72,11 +75,11 @@ impl LeaseRecord {
             bytes.chunks(8).map(|c| <[u8; 8]>::try_from(c).ok().map(u64::from_le_bytes)).collect::<Option<_>>()?;
         let (&[fingerprint, expires_at_ms, requests_left, granted, granted_at_ms, n], rest) =
             words.split_first_chunk::<6>()?;
-        let n = usize::try_from(n).ok().filter(|n| (1..=MAX_LEASED_LIMITS).contains(n) && rest.len() == 3 * n)?;
+        let n = usize::try_from(n).ok().filter(|n| (1..=MAX_LEASED_LIMITS).contains(n) && rest.len() == 4 * n)?;
         let limits = rest
-            .chunks_exact(3)
+            .chunks_exact(4)
             .take(n)
-            .map(|l| LeasedLimit { remaining_at_grant: l[0], reset_at_ms: l[1], per_request: l[2] })
+            .map(|l| LeasedLimit { remaining_at_grant: l[0], reset_at_ms: l[1], per_request: l[2], limit: l[3] })
             .collect();
         Some(LeaseRecord { fingerprint, expires_at_ms, requests_left, granted, granted_at_ms, limits })
     }
@@ -106,8 +109,8 @@ mod tests {
             granted: 9,
             granted_at_ms: 1_700_000_000_000,
             limits: vec![
-                LeasedLimit { remaining_at_grant: 80, reset_at_ms: 1_700_000_060_000, per_request: 1 },
-                LeasedLimit { remaining_at_grant: u64::MAX, reset_at_ms: 0, per_request: 25 },
+                LeasedLimit { remaining_at_grant: 80, reset_at_ms: 1_700_000_060_000, per_request: 1, limit: 0 },
+                LeasedLimit { remaining_at_grant: u64::MAX, reset_at_ms: 0, per_request: 25, limit: 40 },
             ],
         }
     }
@@ -116,7 +119,7 @@ mod tests {
     #[wasm_bindgen_test]
     fn a_lease_round_trips_through_its_bytes() {
         let bytes = lease().encode();
-        assert_eq!(bytes.len(), 48 + 2 * 24);
+        assert_eq!(bytes.len(), 48 + 2 * 32);
         assert_eq!(LeaseRecord::decode(&bytes), Some(lease()));
     }
 

@@ -208,7 +208,7 @@ mod tests {
             requests_left: requests,
             granted: requests,
             granted_at_ms: NOW,
-            limits: vec![LeasedLimit { remaining_at_grant: 50, reset_at_ms: NOW + 60_000, per_request: 1 }],
+            limits: vec![LeasedLimit { remaining_at_grant: 50, reset_at_ms: NOW + 60_000, per_request: 1, limit: 0 }],
         }
     }
 

@@ -9,6 +9,7 @@
 
 #[cfg(test)]
 mod exactness;
+mod overrides;
 mod sliding_log;
 mod slots;
 #[cfg(test)]
@@ -20,9 +21,10 @@ use std::collections::BTreeMap;
 
 use crate::algorithm::Algorithm;
 use crate::keys::key_code;
-use crate::outcome::LimitOutcome;
+use crate::outcome::{LimitOutcome, Overridden};
 use crate::spec::{DecisionCall, LimitSpec, Op, TOP};
 
+pub use overrides::ModelOverride;
 pub use sliding_log::LogState;
 pub use slots::PermitsState;
 pub use tat::TatState;
@@ -89,11 +91,31 @@ impl LimitState {
 /// Where a limit's state lives: its keys' identity, rule, code and window.
 type LimitKey = (String, String, &'static str, u64);
 
+/// What an override does to one limit of a decision.
+enum Override {
+    /// Refused, with this time left.
+    Blocked(u64),
+    /// Decided with this spec.
+    Limit(LimitSpec),
+    /// Decided as configured (the override names no other limit for it).
+    Kept,
+}
+
 /// Every limit's state, keyed like the script's keys, decided in batches
 /// like the script: in order, each decision seeing those before it.
 #[derive(Clone, Debug, Default)]
 pub struct Model {
     limits: BTreeMap<LimitKey, LimitState>,
+    /// Operators' overrides by client and rule, when decisions read them
+    /// (`ScriptCall::with_overrides`).
+    overrides: Option<BTreeMap<(String, String), ModelOverride>>,
+}
+
+/// A limit's key in the model.
+fn limit_key(identity: &str, l: &crate::spec::LimitCall<'_>) -> LimitKey {
+    // A concurrency key has no window in its name (see `keys`).
+    let window = if l.spec.algorithm == Algorithm::Concurrency { 0 } else { l.spec.window_ms };
+    (identity.to_string(), l.rule.to_string(), key_code(&l.spec, l.offset_ms), window)
 }
 
 impl Model {
@@ -102,18 +124,86 @@ impl Model {
         Model::default()
     }
 
+    /// Decisions read overrides from now on (none is set yet).
+    pub fn read_overrides(&mut self) {
+        self.overrides.get_or_insert_with(BTreeMap::new);
+    }
+
+    /// An operator writes `text` with `ttl_ms` left as the override of
+    /// `rule` for `identity` (and decisions read overrides).
+    pub fn set_override(&mut self, identity: &str, rule: &str, text: &str, ttl_ms: u64) {
+        let o = ModelOverride::parse(text, ttl_ms);
+        self.overrides.get_or_insert_with(BTreeMap::new).insert((identity.into(), rule.into()), o);
+    }
+
+    /// The override of `rule` for `identity` is gone (deleted, expired).
+    pub fn clear_override(&mut self, identity: &str, rule: &str) {
+        if let Some(o) = &mut self.overrides {
+            o.remove(&(identity.to_string(), rule.to_string()));
+        }
+    }
+
+    /// What the override of `rule` for `identity` says now, if one is set.
+    pub fn override_of(&self, identity: &str, rule: &str) -> Option<&ModelOverride> {
+        self.overrides.as_ref()?.get(&(identity.to_string(), rule.to_string()))
+    }
+
     /// Decides one decision: sliding and fixed windows on `caller_now`, the
     /// others on `store_now` (Redis TIME). A request-time decision writes
-    /// its uses only if every limit allows; a charge always writes.
+    /// its uses only if every limit allows; a charge always writes. Read
+    /// with overrides, a request-time decision applies a reset first (its
+    /// limits' counts gone, concurrency's kept), and is refused by a block;
+    /// every limit an override names is decided with its limit.
     pub fn decide(&mut self, caller_now: u64, store_now: u64, decision: &DecisionCall<'_>) -> Vec<LimitOutcome> {
         let charge = decision.limits.iter().any(|l| l.op.after_the_fact());
+        let reads = self.overrides.is_some() && decision.limits.iter().any(|l| l.op.reads_overrides());
+        let mut read = false;
+        let mut reset = false;
+        let mut plans: Vec<Option<Override>> = Vec::with_capacity(decision.limits.len());
+        for l in decision.limits {
+            let o = self.override_of(decision.identity, l.rule).filter(|_| reads).cloned();
+            read |= o.is_some();
+            plans.push(o.as_ref().map(|o| match o.spec_of(&l.spec) {
+                _ if o.block && !charge => Override::Blocked(o.ttl_ms),
+                Some(spec) => Override::Limit(spec),
+                None => Override::Kept,
+            }));
+            if o.is_some_and(|o| o.reset && !charge) {
+                reset = true;
+                if l.spec.algorithm != Algorithm::Concurrency {
+                    self.limits.remove(&limit_key(decision.identity, l));
+                }
+            }
+        }
+        if reset {
+            for l in decision.limits {
+                let key = (decision.identity.to_string(), l.rule.to_string());
+                let Some(o) = self.overrides.as_mut().and_then(|m| m.get_mut(&key)) else { continue };
+                o.reset = false;
+                if o.is_empty() {
+                    self.clear_override(decision.identity, l.rule);
+                }
+            }
+        }
         let mut outcomes = Vec::with_capacity(decision.limits.len());
         let mut writes = Vec::with_capacity(decision.limits.len());
-        for l in decision.limits {
-            // A concurrency key has no window in its name (see `keys`).
-            let window = if l.spec.algorithm == Algorithm::Concurrency { 0 } else { l.spec.window_ms };
-            let key: LimitKey =
-                (decision.identity.to_string(), l.rule.to_string(), key_code(&l.spec, l.offset_ms), window);
+        for (l, plan) in decision.limits.iter().zip(&plans) {
+            let key = limit_key(decision.identity, l);
+            let spec = match plan {
+                Some(Override::Blocked(ttl)) => {
+                    let overridden = Some(Overridden { limit: 0, reset });
+                    outcomes.push(LimitOutcome {
+                        allowed: false,
+                        remaining: 0,
+                        reset_ms: *ttl,
+                        retry_after_ms: Some(*ttl),
+                        overridden,
+                    });
+                    continue;
+                }
+                Some(Override::Limit(spec)) => *spec,
+                _ => l.spec,
+            };
             let empty;
             let state = match self.limits.get(&key) {
                 Some(s) => s,
@@ -123,9 +213,12 @@ impl Model {
                 }
             };
             let now = if l.spec.algorithm.windowed() { caller_now } else { store_now };
-            let (d, next) = state.decide(&l.spec, now, l.op, l.offset_ms.unwrap_or(0));
+            let (mut d, next) = state.decide(&spec, now, l.op, l.offset_ms.unwrap_or(0));
             if !matches!(l.op, Op::Check(_)) {
                 writes.push((key, next));
+            }
+            if read {
+                d.overridden = Some(Overridden { limit: spec.limit, reset });
             }
             outcomes.push(d);
         }
@@ -204,10 +297,17 @@ pub(crate) fn denied(remaining: i128, reset: i128, retry: Option<i128>) -> Limit
         remaining: to_u64(remaining),
         reset_ms: to_u64(reset),
         retry_after_ms: retry.map(to_u64),
+        overridden: None,
     }
 }
 
 /// An allowed decision; remaining floored at 0.
 pub(crate) fn allowed(remaining: i128, reset: i128) -> LimitOutcome {
-    LimitOutcome { allowed: true, remaining: to_u64(remaining), reset_ms: to_u64(reset), retry_after_ms: Some(0) }
+    LimitOutcome {
+        allowed: true,
+        remaining: to_u64(remaining),
+        reset_ms: to_u64(reset),
+        retry_after_ms: Some(0),
+        overridden: None,
+    }
 }

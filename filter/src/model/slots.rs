@@ -36,6 +36,6 @@ impl PermitsState {
             _ => (false, CC_RETRY_MS),
         };
         let remaining = spec.limit.saturating_sub(next.0.len() as u64 + outside);
-        (LimitOutcome { allowed, remaining, reset_ms: 0, retry_after_ms: Some(retry) }, next)
+        (LimitOutcome { allowed, remaining, reset_ms: 0, retry_after_ms: Some(retry), overridden: None }, next)
     }
 }

@@ -13,11 +13,13 @@ use super::{allowed, ceil_div, denied, floor_div, LimitSpec, TOP_I};
 use crate::outcome::LimitOutcome;
 use crate::spec::{Mark, Op, COUNT};
 
-/// When the state was written, how far ahead the client was then, and the
-/// bucket's mark; `None` = never used (a full bucket).
+/// When the state was written, how far ahead the client was then (in
+/// units of 1/limit ms of the limit it was written under, the last item:
+/// an override may change the limit), and the bucket's mark; `None` =
+/// never used (a full bucket).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TatState {
-    last: Option<(u64, i128, Mark)>,
+    last: Option<(u64, i128, Mark, i128)>,
 }
 
 impl TatState {
@@ -28,13 +30,21 @@ impl TatState {
         let tolerance = burst * window;
         let cap = (2 * tolerance).min(TOP_I * limit);
         // Its key lives until its lead is 0 (at least 1 ms): then it is gone.
-        let last = self.last.filter(|&(at, ahead, _)| {
-            now - at.min(now) <= u64::try_from(ceil_div(ahead, limit).max(1)).unwrap_or(u64::MAX)
+        let last = self.last.filter(|&(at, ahead, _, written)| {
+            now - at.min(now) <= u64::try_from(ceil_div(ahead, written).max(1)).unwrap_or(u64::MAX)
         });
-        // A clock that went back refills nothing.
-        let mut ahead =
-            last.map_or(0, |(at, ahead, _)| (ahead - i128::from(now.saturating_sub(at)) * limit).clamp(0, cap));
-        let mut mark = last.map_or(Mark { born_ms: now, count: 0 }, |(_, _, mark)| mark);
+        // As the script keeps it: whole ms, then units of 1/limit ms of
+        // whatever limit reads it; refilled by the ms elapsed (a clock that
+        // went back refills nothing), full once they pass the whole ms.
+        let mut ahead = last.map_or(0, |(at, ahead, _, written)| {
+            let ms = floor_div(ahead, written) - i128::from(now.saturating_sub(at));
+            if ms < 0 {
+                0
+            } else {
+                (ms * limit + ahead - floor_div(ahead, written) * written).min(cap)
+            }
+        });
+        let mut mark = last.map_or(Mark { born_ms: now, count: 0 }, |(_, _, mark, _)| mark);
         let mut amount = i128::from(op.amount());
         if let Op::Refund { mark: given, .. } = op {
             // Never below what was added since the reservation; nothing
@@ -50,11 +60,14 @@ impl TatState {
                     let lead = (ahead - amount * window).max(floor);
                     let back = u64::try_from((ahead - lead) / window).unwrap_or(0) % COUNT;
                     mark.count = (mark.count + COUNT - back) % COUNT;
-                    TatState { last: Some((now, lead, mark)) }
+                    TatState { last: Some((now, lead, mark, limit)) }
                 }
                 _ => self.clone(),
             };
-            return (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next);
+            return (
+                LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0), overridden: None },
+                next,
+            );
         }
         let mut next = self.clone();
         if !matches!(op, Op::Check(_)) {
@@ -62,14 +75,14 @@ impl TatState {
         }
         if let Op::Charge(_) = op {
             ahead = (ahead + amount * window).min(cap);
-            next = TatState { last: Some((now, ahead, mark)) };
+            next = TatState { last: Some((now, ahead, mark, limit)) };
             amount = 1; // then reported as a check of one unit
         }
         let after = ahead + amount * window;
         let fits = amount <= burst && after <= tolerance;
         if fits && matches!(op, Op::Use(_) | Op::Reserve(_)) {
             ahead = after;
-            next = TatState { last: Some((now, ahead, mark)) };
+            next = TatState { last: Some((now, ahead, mark, limit)) };
         }
         let remaining = if ahead <= tolerance { floor_div(tolerance - ahead, window) } else { 0 };
         let reset = ceil_div(ahead, limit);
@@ -81,6 +94,7 @@ impl TatState {
                 remaining: lead,
                 reset_ms: mark.born_ms,
                 retry_after_ms: Some(mark.count),
+                overridden: None,
             };
             return (reply, next);
         }

@@ -33,7 +33,7 @@ impl WindowCounts {
         let index = at_ms.saturating_add(offset) / spec.window_ms.max(1);
         let count = self.count(Some(index));
         let next = if count > 0 { self.with(index, (count - i128::from(amount)).max(0)) } else { self.clone() };
-        (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0) }, next)
+        (LimitOutcome { allowed: true, remaining: 0, reset_ms: 0, retry_after_ms: Some(0), overridden: None }, next)
     }
 
     /// fixed_window at `now`, its windows shifted by `offset` ms.

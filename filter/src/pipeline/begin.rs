@@ -11,13 +11,15 @@ use crate::time::Instant;
 use std::cell::OnceCell;
 
 use super::costs::{cost_of, RuleCost};
-use super::denial::denial;
+use super::denial::refusal;
 use super::identify::{identify, Who};
 use super::leases::{candidate_for, drawn};
 use super::matched::matched;
 use super::plan::{count_local_streams, plan_limits};
 use super::reads::cached_denial;
-use super::{unreadable, Claims, Decided, Env, Pending, PlannedDecision, Start, Verdict};
+use super::{
+    unreadable, Claims, Decided, DecidedBy, Effects, Env, Outcome, Pending, PlannedDecision, Start, Trace, Verdict,
+};
 use crate::breaker::Gate;
 use crate::config::KeyGroup;
 use crate::deny_cache::DenyCache;
@@ -131,10 +133,13 @@ where
             env.metrics.count(r, Event::DenyCacheHit);
             if !rule.shadow {
                 env.metrics.count(r, Event::Denied);
-                return Err(Box::new(Decided::reply(denial(config, r, &shown, &[shown], now(), env.random))));
+                let reply = refusal(config, r, &shown, &[shown], now(), env.random);
+                let trace = Trace { rule: r, by: DecidedBy::DenyCache, shown: Some(shown), reservation: None };
+                let outcome = Outcome::Reply(reply);
+                return Err(Box::new(Decided { outcome, effects: Effects::default(), trace: Some(Box::new(trace)) }));
             }
             env.metrics.count(r, Event::ShadowDenied);
-            known.push((r, Verdict::Denied(vec![shown])));
+            known.push((r, Verdict::Denied(vec![shown], DecidedBy::DenyCache)));
             continue;
         }
         d.plan_rule(env, r, cost, now());

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::pricing::{price_of, unpriced};
 use super::reads::header_cost;
 use super::reservation::worst_case;
-use super::{body_refusal, Decided, Env};
+use super::{body_refusal, Decided, DecidedBy, Env};
 use crate::config::{Cost, Counts, Limit, Price};
 use crate::metrics::{Event, Metrics};
 use crate::request::{Request, RequestSource};
@@ -39,15 +39,15 @@ where
 {
     let rule = &env.config.rules[r];
     let settings = rule.request_body.unwrap_or_default();
-    let refuse = |reply| {
+    let refuse = |reply, by| {
         env.metrics.count(r, Event::BadRequest);
-        Err(Box::new(Decided::reply(reply)))
+        Err(Box::new(Decided::refused(reply, r, by)))
     };
     let price = match rule.cost.prices().map(|p| price_of(req.body(), p, settings)) {
         None => None,
         Some(Ok(price)) => Some(price),
         Some(Err(_)) if rule.shadow => return Ok(None),
-        Some(Err(problem)) => return refuse(unpriced(&problem, &rule.name)),
+        Some(Err(problem)) => return refuse(unpriced(&problem, &rule.name), DecidedBy::Price),
     };
     let cost = match &rule.cost {
         Cost::RequestHeader { name, max, default } => match header_cost(req, name, *max, *default) {
@@ -55,7 +55,7 @@ where
             None if rule.shadow => return Ok(None),
             None => {
                 let what = format!("{name} must be one integer from 1 to {max}");
-                return refuse(bad_request("bad_request_cost", &rule.name, &what));
+                return refuse(bad_request("bad_request_cost", &rule.name, &what), DecidedBy::Cost);
             }
         },
         Cost::Response { reservation: Some(reservation), max, .. } => {
@@ -63,7 +63,7 @@ where
             match worst_case(req.body(), reservation, cap, settings, price.as_deref()) {
                 Ok(units) => units,
                 Err(_) if rule.shadow => return Ok(None),
-                Err((problem, part)) => return refuse(body_refusal(&problem, &rule.name, &part)),
+                Err((problem, part)) => return refuse(body_refusal(&problem, &rule.name, &part), DecidedBy::Body),
             }
         }
         other => other.max_at_request(),

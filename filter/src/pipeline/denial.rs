@@ -5,7 +5,7 @@ use super::vendor_fields;
 use crate::algorithm::Algorithm;
 use crate::config::{Config, Cost, Counts};
 use crate::error_body::Denied;
-use crate::response::{too_many_requests, LocalReply, PolicyRef, Shown};
+use crate::response::{blocked, too_many_requests, LocalReply, PolicyRef, Shown};
 use crate::time::Instant;
 
 /// Whether `shown` is a concurrency limit's outcome.
@@ -14,6 +14,22 @@ pub(super) fn is_concurrency(config: &Config, shown: &Shown) -> bool {
         config.rules.get(p.rule).and_then(|r| r.limits.get(p.limit)).map(|l| l.spec.algorithm)
             == Some(Algorithm::Concurrency)
     })
+}
+
+/// How rule `r` refuses a request `worst` denies: 403 when an operator's
+/// override blocks the client, else the 429 of `denial`.
+pub(super) fn refusal(
+    config: &Config,
+    r: usize,
+    worst: &Shown,
+    all: &[Shown],
+    now: Instant,
+    random: u64,
+) -> LocalReply {
+    match config.rules.get(r) {
+        Some(rule) if worst.outcome.blocked() => blocked(&rule.name),
+        _ => denial(config, r, worst, all, now, random),
+    }
 }
 
 /// The 429 of rule `r` denying `worst`, with the fields its style asks

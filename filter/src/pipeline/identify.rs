@@ -5,7 +5,7 @@
 //! rule of the group only watches.
 
 use super::reads::part_name;
-use super::{body_refusal, Decided, Env};
+use super::{body_refusal, Decided, DecidedBy, Env};
 use crate::config::{BodyInvalid, KeyGroup};
 use crate::fingerprint::IdentityDigest;
 use crate::identity::{identity_within, Identity};
@@ -48,7 +48,8 @@ where
         Identity::Conflicting(part) => {
             env.metrics.count(first, Event::BadRequest);
             let what = format!("{} has several different values", part_name(&group.key[part]));
-            return Err(Box::new(Decided::reply(bad_request("ambiguous_identity", &config.rules[first].name, &what))));
+            let reply = bad_request("ambiguous_identity", &config.rules[first].name, &what);
+            return Err(Box::new(Decided::refused(reply, first, DecidedBy::Key)));
         }
         Identity::BodyUnreadable(..)
             if group.shadow || group.body.is_some_and(|b| b.invalid == BodyInvalid::Absent) =>
@@ -58,7 +59,8 @@ where
         Identity::BodyUnreadable(part, problem) => {
             env.metrics.count(first, Event::BadRequest);
             let part = part_name(&group.key[part]);
-            return Err(Box::new(Decided::reply(body_refusal(&problem, &config.rules[first].name, &part))));
+            let reply = body_refusal(&problem, &config.rules[first].name, &part);
+            return Err(Box::new(Decided::refused(reply, first, DecidedBy::Body)));
         }
     };
     let digest = IdentityDigest::of(&identity);

@@ -4,7 +4,7 @@
 //! the fields it would have had from the store.
 
 use super::plan::plan_limits;
-use super::{Env, PlannedLimit, Verdict};
+use super::{DecidedBy, Env, PlannedLimit, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::Config;
 use crate::fingerprint::{combine, combine_more, entry_fingerprint, IdentityDigest};
@@ -122,25 +122,29 @@ fn admitted(
     now: Instant,
 ) -> Vec<(usize, Verdict)> {
     let now_ms = now.ms();
-    let mut out: Vec<(usize, Verdict)> = rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new()))).collect();
+    let mut out: Vec<(usize, Verdict)> =
+        rules.iter().map(|&r| (r, Verdict::Allowed(Vec::new(), DecidedBy::Lease))).collect();
     for (l, leased) in limits.iter().zip(lease.limits) {
         let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
-        let capacity = match limit.spec.algorithm {
-            Algorithm::TokenBucket | Algorithm::Gcra => limit.spec.burst,
-            _ => limit.spec.limit,
+        // As an operator's override had the store grant it, if one did.
+        let spec = Some(leased.limit).filter(|&n| n > 0).and_then(|n| limit.spec.overridden(n)).unwrap_or(limit.spec);
+        let capacity = match spec.algorithm {
+            Algorithm::TokenBucket | Algorithm::Gcra => spec.burst,
+            _ => spec.limit,
         };
         let in_lease = lease.requests_left.saturating_mul(leased.per_request);
         let shown = Shown {
-            limit: limit.spec.limit,
+            limit: spec.limit,
             outcome: LimitOutcome {
                 allowed: true,
                 remaining: leased.remaining_at_grant.saturating_add(in_lease).min(capacity),
                 reset_ms: leased.reset_at_ms.saturating_sub(now_ms),
                 retry_after_ms: Some(0),
+                overridden: None,
             },
             policy: Some(PolicyRef { rule: l.rule, limit: l.limit, partition }),
         };
-        if let Some((_, Verdict::Allowed(v))) = out.iter_mut().find(|(r, _)| *r == l.rule) {
+        if let Some((_, Verdict::Allowed(v, _))) = out.iter_mut().find(|(r, _)| *r == l.rule) {
             v.push(shown);
         }
     }

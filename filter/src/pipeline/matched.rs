@@ -3,7 +3,7 @@
 //! refuses the request, unless the rule only watches (shadow) or treats
 //! such a body as absent: never a free pass by default.
 
-use super::{body_refusal, Decided, Env};
+use super::{body_refusal, Decided, DecidedBy, Env};
 use crate::config::{BodyInvalid, KeyGroup};
 use crate::metrics::{Event, Metrics};
 use crate::request::{Request, RequestSource};
@@ -34,7 +34,8 @@ where
             Err(_) if rule.shadow || body.invalid == BodyInvalid::Absent => {}
             Err(problem) => {
                 env.metrics.count(r, Event::BadRequest);
-                return Err(Box::new(Decided::reply(body_refusal(&problem, &rule.name, "match.body"))));
+                let reply = body_refusal(&problem, &rule.name, "match.body");
+                return Err(Box::new(Decided::refused(reply, r, DecidedBy::Body)));
             }
         }
     }

@@ -58,17 +58,25 @@ pub struct Decided {
     pub outcome: Outcome,
     /// The effects to apply.
     pub effects: Effects,
+    /// What the access log tells of it (`None`: no rule applied).
+    pub trace: Option<Box<Trace>>,
 }
 
 impl Decided {
     /// Let through, with nothing to add, charge or hold.
     pub fn pass() -> Decided {
-        Decided { outcome: Outcome::Continue(Vec::new(), Vec::new(), Vec::new()), effects: Effects::default() }
+        let outcome = Outcome::Continue(Vec::new(), Vec::new(), Vec::new());
+        Decided { outcome, effects: Effects::default(), trace: None }
     }
 
-    /// Answered with `reply`, nothing taken.
-    pub fn reply(reply: LocalReply) -> Decided {
-        Decided { outcome: Outcome::Reply(reply), effects: Effects::default() }
+    /// Answered with `reply` by rule `r`, refused by `by` before the store,
+    /// nothing taken.
+    pub fn refused(reply: LocalReply, r: usize, by: DecidedBy) -> Decided {
+        Decided {
+            outcome: Outcome::Reply(reply),
+            effects: Effects::default(),
+            trace: Some(Box::new(Trace::refused(r, by))),
+        }
     }
 }
 
@@ -282,7 +290,7 @@ impl PlannedDecision {
     }
 
     /// The units rule `r` (in reservation mode) asks its limits counting cost.
-    fn reserved_units(&self, r: usize, rule: &Rule) -> Option<u64> {
+    pub(super) fn reserved_units(&self, r: usize, rule: &Rule) -> Option<u64> {
         rule.cost.reservation()?;
         let cost = |l: &&PlannedLimit| rule.limits.get(l.limit).is_some_and(|x| x.counts == Counts::Cost);
         self.limits.iter().filter(|l| l.rule == r).find(cost).map(|l| l.op.amount())
@@ -302,7 +310,9 @@ impl PlannedDecision {
         for (i, (l, o)) in self.limits.iter().zip(outcomes.iter_mut()).enumerate() {
             let Op::Reserve(_) = l.op else { continue };
             let Some(limit) = config.rules.get(l.rule).and_then(|r| r.limits.get(l.limit)) else { continue };
-            if let Some((outcome, mark)) = Mark::of(&limit.spec, o) {
+            // The bucket as an override had the store decide it.
+            let spec = o.overridden.and_then(|v| limit.spec.overridden(v.limit)).unwrap_or(limit.spec);
+            if let Some((outcome, mark)) = Mark::of(&spec, o) {
                 *o = outcome;
                 self.marks.push((i, mark));
             }
@@ -357,9 +367,9 @@ impl PlannedDecision {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Verdict {
     /// Every limit admitted the request.
-    Allowed(Vec<Shown>),
+    Allowed(Vec<Shown>, DecidedBy),
     /// A limit denied it (every limit's outcome, the denied among them).
-    Denied(Vec<Shown>),
+    Denied(Vec<Shown>, DecidedBy),
     FailClosed,
     Unenforced,
 }
@@ -368,8 +378,16 @@ impl Verdict {
     /// The limits' outcomes, if the verdict has any.
     fn shown(&self) -> &[Shown] {
         match self {
-            Verdict::Allowed(s) | Verdict::Denied(s) => s,
+            Verdict::Allowed(s, _) | Verdict::Denied(s, _) => s,
             _ => &[],
+        }
+    }
+
+    /// What decided it.
+    fn by(&self) -> DecidedBy {
+        match self {
+            Verdict::Allowed(_, by) | Verdict::Denied(_, by) => *by,
+            Verdict::FailClosed | Verdict::Unenforced => DecidedBy::Unavailable,
         }
     }
 }
@@ -389,6 +407,7 @@ mod reservation;
 mod response_fields;
 #[cfg(test)]
 mod tests;
+mod trace;
 mod unreadable;
 mod vendor_fields;
 mod verdicts;
@@ -399,4 +418,5 @@ use denial::is_concurrency;
 pub use leases::LeaseCandidate;
 pub use pending::Pending;
 use std::sync::Arc;
+pub use trace::{DecidedBy, Trace};
 pub use verdicts::refunds_may_undo;

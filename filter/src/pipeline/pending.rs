@@ -1,9 +1,9 @@
 //! A request waiting for its store decisions: each decision's result as
 //! it comes, and once all are in, the verdict and its effects.
 
-use super::denial::denial;
+use super::denial::refusal;
 use super::response_fields::response_headers;
-use super::{Charge, Decided, Effects, Env, Outcome, Permit, PlannedDecision, Taken, Verdict};
+use super::{Charge, Decided, DecidedBy, Effects, Env, Outcome, Permit, PlannedDecision, Taken, Trace, Verdict};
 use crate::config::{Config, FailureMode};
 use crate::metrics::{Event, Metrics};
 use crate::outcome::LimitOutcome;
@@ -116,12 +116,18 @@ impl Pending {
         // A real denial is a 429; a fail-closed store failure, a 503 only
         // when nothing denied; never one for the other.
         let denied = verdicts.iter().filter_map(|(r, v)| match v {
-            Verdict::Denied(shown) if !config.rules[*r].shadow => Some((r, shown)),
+            Verdict::Denied(shown, _) if !config.rules[*r].shadow => Some((r, shown)),
             _ => None,
         });
+        // A client an operator blocks is refused as blocked whatever else denied it.
         let worst = denied
-            .filter_map(|(r, shown)| most_restrictive(shown).map(|s| (*r, s)))
-            .max_by_key(|(_, s)| (s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms));
+            .filter_map(|(r, shown)| {
+                let blocked = shown.iter().find(|s| s.outcome.blocked()).copied();
+                blocked.or_else(|| most_restrictive(shown)).map(|s| (*r, s))
+            })
+            .max_by_key(|(_, s)| {
+                (s.outcome.blocked(), s.outcome.retry_after_ms.unwrap_or(u64::MAX), s.outcome.reset_ms)
+            });
         let permits = self.permits(config, &verdicts);
         let refusal = match worst {
             Some((r, shown)) => {
@@ -130,18 +136,57 @@ impl Pending {
                     .filter(|(r, _)| !config.rules[*r].shadow)
                     .flat_map(|(_, v)| v.shown().iter().copied())
                     .collect();
-                Some(denial(config, r, &shown, &all, now, env.random))
+                let by = verdicts.iter().find(|(v, _)| *v == r).map_or(DecidedBy::Store, |(_, v)| v.by());
+                Some((refusal(config, r, &shown, &all, now, env.random), self.trace(config, r, by, Some(shown))))
             }
-            None => verdicts.iter().any(|(_, v)| *v == Verdict::FailClosed).then(unavailable),
+            None => verdicts
+                .iter()
+                .find(|(_, v)| *v == Verdict::FailClosed)
+                .map(|&(r, _)| (unavailable(), self.trace(config, r, DecidedBy::Unavailable, None))),
         };
-        if let Some(reply) = refusal {
+        if let Some((reply, trace)) = refusal {
             // Refused after all: what the store or the local share gave it goes back.
             effects.give_back.permits.extend(permits);
             effects.give_back.reservations = self.reserved_so_far(config);
-            return Decided { outcome: Outcome::Reply(reply), effects };
+            return Decided { outcome: Outcome::Reply(reply), effects, trace: Some(Box::new(trace)) };
         }
         let charges = self.charges(config, &verdicts);
-        Decided { outcome: Outcome::Continue(response_headers(config, &verdicts, now), charges, permits), effects }
+        let trace = self.admitted_trace(config, &verdicts).map(Box::new);
+        let outcome = Outcome::Continue(response_headers(config, &verdicts, now), charges, permits);
+        Decided { outcome, effects, trace }
+    }
+
+    /// The trace of rule `r` decided by `by` through `shown`, with the
+    /// reservation the request asked of it.
+    fn trace(&self, config: &Config, r: usize, by: DecidedBy, shown: Option<Shown>) -> Trace {
+        let reservation = config.rules.get(r).and_then(|rule| {
+            let d = self.decisions.iter().find(|d| d.rules.contains(&r))?;
+            d.reserved_units(r, rule)
+        });
+        Trace { rule: r, by, shown, reservation }
+    }
+
+    /// The trace of a request let through: its most restrictive limit among
+    /// the enforced rules' (the shadow rules' when only they applied; a
+    /// concurrency limit only when no rate limit applied, as the response's
+    /// fields), or the first rule when none has one (a shadow rule whose
+    /// store failed).
+    fn admitted_trace(&self, config: &Config, verdicts: &[(usize, Verdict)]) -> Option<Trace> {
+        let enforced = |(r, _): &&(usize, Verdict)| !config.rules[*r].shadow;
+        let pick = |of: &[&(usize, Verdict)]| {
+            let shown: Vec<Shown> = of.iter().flat_map(|(_, v)| v.shown().iter().copied()).collect();
+            let rates: Vec<Shown> = shown.iter().copied().filter(|s| !super::is_concurrency(config, s)).collect();
+            let worst = most_restrictive(&rates).or_else(|| most_restrictive(&shown))?;
+            let r = worst.policy.map(|p| p.rule)?;
+            let by = of.iter().find(|(v, _)| *v == r).map(|(_, v)| v.by())?;
+            Some(self.trace(config, r, by, Some(worst)))
+        };
+        let all: Vec<&(usize, Verdict)> = verdicts.iter().collect();
+        let mine: Vec<&(usize, Verdict)> = verdicts.iter().filter(enforced).collect();
+        pick(&mine).or_else(|| pick(&all)).or_else(|| {
+            let (r, v) = verdicts.first()?;
+            Some(self.trace(config, *r, v.by(), None))
+        })
     }
 
     /// What the store already gave decisions that answered (and may have
@@ -187,7 +232,7 @@ impl Pending {
                 let fallback_admitted = local
                     && !rule.shadow
                     && rule.failure_mode == FailureMode::Open
-                    && verdicts.iter().any(|(v, verdict)| *v == h.rule && matches!(verdict, Verdict::Allowed(_)));
+                    && verdicts.iter().any(|(v, verdict)| *v == h.rule && matches!(verdict, Verdict::Allowed(..)));
                 admitted || fallback_admitted
             }));
         }
@@ -201,7 +246,7 @@ impl Pending {
         for d in &self.decisions {
             for &r in &d.rules {
                 let rule = &config.rules[r];
-                let allowed = verdicts.iter().any(|(v, verdict)| *v == r && matches!(verdict, Verdict::Allowed(_)));
+                let allowed = verdicts.iter().any(|(v, verdict)| *v == r && matches!(verdict, Verdict::Allowed(..)));
                 if !rule.cost.after_response() || !allowed {
                     continue;
                 }

@@ -6,7 +6,7 @@ use super::PolicyRef;
 use crate::config::{KeyPart, Rule};
 use crate::deny_cache::DenyCache;
 use crate::fingerprint::{entry_fingerprint, IdentityDigest};
-use crate::outcome::LimitOutcome;
+use crate::outcome::{LimitOutcome, Overridden};
 use crate::ratelimit_fields::PartitionKey;
 use crate::request::{one_member, OneValue, Request, RequestSource};
 use crate::response::Shown;
@@ -61,14 +61,16 @@ pub(super) fn cached_denial<S: SharedData + ?Sized>(
 ) -> Option<Shown> {
     rule.limits.iter().enumerate().find_map(|(i, l)| {
         let e = cache.lookup(entry_fingerprint(l.fingerprint, identity), now)?;
+        let outcome = LimitOutcome {
+            allowed: false,
+            remaining: e.remaining,
+            reset_ms: e.reset_at.since(now),
+            retry_after_ms: Some(e.deny_until.since(now)),
+            overridden: e.limit.map(|limit| Overridden { limit, reset: false }),
+        };
         Some(Shown {
-            limit: l.spec.limit,
-            outcome: LimitOutcome {
-                allowed: false,
-                remaining: e.remaining,
-                reset_ms: e.reset_at.since(now),
-                retry_after_ms: Some(e.deny_until.since(now)),
-            },
+            limit: outcome.limit_or(l.spec.limit),
+            outcome,
             policy: Some(PolicyRef { rule: r, limit: i, partition }),
         })
     })

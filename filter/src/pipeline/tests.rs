@@ -1,6 +1,7 @@
 use super::*;
 use crate::config::Config;
 use crate::metrics::fake::FakeMetrics;
+use crate::outcome::Overridden;
 use crate::request::fake::FakeRequest;
 use crate::shared::fake::FakeShared;
 use wasm_bindgen_test::wasm_bindgen_test;
@@ -19,10 +20,15 @@ const CONFIG: &str = r#"{"domain":"shop","store":{"cluster":"s"},"rules":[
   {"name":"watch","match":{"path_prefix":"/watch"},"key":["client_ip"],"shadow":true,
    "limits":[{"algorithm":"fixed_window","limit":1,"window":"1m"}]}]}"#;
 
+/// A trace as the tests compare it: rule name, decider, (limit, remaining).
+type Traced<'a> = (&'a str, DecidedBy, Option<(u64, u64)>);
+
 struct World {
     config: Config,
     shared: FakeShared,
     metrics: FakeMetrics,
+    /// The trace of the last request decided.
+    trace: std::cell::RefCell<Option<Trace>>,
 }
 
 impl World {
@@ -31,7 +37,16 @@ impl World {
             config: Config::parse(json.as_bytes()).unwrap(),
             shared: FakeShared::default(),
             metrics: FakeMetrics::default(),
+            trace: Default::default(),
         }
+    }
+
+    /// The last decided request's trace: its rule's name, the decider, the
+    /// limit and remaining it shows.
+    fn traced(&self) -> Option<Traced<'_>> {
+        let t = self.trace.borrow().clone()?;
+        let shown = t.shown.map(|s| (s.limit, s.outcome.remaining));
+        Some((self.config.rules[t.rule].name.as_str(), t.by, shown))
     }
 
     fn env(&self) -> Env<'_, FakeShared, FakeMetrics> {
@@ -45,6 +60,7 @@ impl World {
         for (fingerprint, entry) in d.effects.denials {
             cache.remember(fingerprint, entry);
         }
+        *self.trace.borrow_mut() = d.trace.map(|t| *t);
         d.outcome
     }
 
@@ -64,6 +80,7 @@ impl World {
                 remaining_at_grant: remaining,
                 reset_at_ms: NOW + 20_000,
                 per_request: 1,
+                limit: 0,
             }],
         };
         crate::lease::LeaseTable::new(&self.shared, self.config.deny_cache.slots).grant(lease, Instant::from_ms(NOW));
@@ -139,11 +156,11 @@ impl Claims for TestClaims<'_> {
 }
 
 fn allow(remaining: u64, reset_ms: u64) -> LimitOutcome {
-    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
+    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0), overridden: None }
 }
 
 fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
-    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
+    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry), overridden: None }
 }
 
 fn api(key: &str) -> FakeRequest {
@@ -596,4 +613,66 @@ fn a_lease_admits_exactly_what_it_holds_one_table_draw_a_request() {
     // Remaining: 900 outside the lease plus what the lease still holds.
     assert_eq!((shown[0].as_str(), shown[39].as_str()), ("939", "900"));
     assert_eq!(w.metrics.get(0, Event::LeaseAllowed), 40);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn each_decision_traces_its_rule_limit_and_what_decided_it() {
+    let w = World::new(CONFIG);
+    // Allowed by the store: the most restrictive limit of the enforced rules.
+    w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![allow(9, 60_000), allow(99, 1000), allow(99, 10)])]);
+    assert_eq!(w.traced(), Some(("api", DecidedBy::Store, Some((10, 9)))));
+    // Refused by the store, then by the cached denial.
+    w.run(&api("k1"), &[Ok(vec![allow(49, 20)]), Ok(vec![deny(0, 30_000, 2_500), allow(99, 1000), allow(99, 10)])]);
+    assert_eq!(w.traced(), Some(("api", DecidedBy::Store, Some((10, 0)))));
+    w.run(&api("k1"), &[]);
+    assert_eq!(w.traced(), Some(("api", DecidedBy::DenyCache, Some((10, 0)))));
+    // The store failed: the open rules' shares, the closed rule's 503.
+    w.run(&api("k2"), &[Err(StoreError::Status(504)), Err(StoreError::Status(504))]);
+    assert_eq!(w.traced().map(|(r, by, _)| (r, by)), Some(("api", DecidedBy::Fallback)));
+    let login = FakeRequest::new("POST", "/login");
+    let out = w.run(&login, &[Err(StoreError::Status(504))]);
+    assert!(matches!(out, Outcome::Reply(ref r) if r.status == 503));
+    assert_eq!(w.traced(), Some(("login", DecidedBy::Unavailable, None)));
+    // Refused before the store: a key of two values.
+    let two = FakeRequest::new("GET", "/api/x").with("x-api-key", "a").with("x-api-key", "b");
+    w.run(&two, &[]);
+    assert_eq!(w.traced(), Some(("api", DecidedBy::Key, None)));
+    // No rule: nothing to trace.
+    w.run(&FakeRequest::new("GET", "/static/a.css"), &[]);
+    assert_eq!(w.traced(), None);
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_lease_traces_the_lease_and_a_block_answers_403_from_the_store_and_the_cache() {
+    let config = r#"{"domain":"shop","store":{"cluster":"s"},"overrides":{"within":"2s"},"rules":[
+      {"name":"hot","key":["header:x-api-key"],"lease":{"max_units":5,"max_age":"10s"},
+       "limits":[{"algorithm":"fixed_window","limit":10,"window":"1m"}]}]}"#;
+    let w = World::new(config);
+    let req = FakeRequest::new("GET", "/").with("x-api-key", "k");
+    w.grant_lease("k", 1, 3);
+    assert!(matches!(w.run(&req, &[]), Outcome::Continue(..)));
+    assert_eq!(w.traced(), Some(("hot", DecidedBy::Lease, Some((10, 3)))));
+    // An override raised the limit to 20: shown as decided.
+    let raised = |o: LimitOutcome| LimitOutcome { overridden: Some(Overridden { limit: 20, reset: false }), ..o };
+    let out = w.run(&req, &[Ok(vec![raised(allow(15, 6_000))])]);
+    assert_eq!(header(&out, "x-ratelimit-limit"), Some("20"));
+    assert_eq!(w.traced(), Some(("hot", DecidedBy::Store, Some((20, 15)))));
+    // Blocked: 403, no Retry-After; cached for `within` only, then the store again.
+    let blocked = LimitOutcome {
+        allowed: false,
+        remaining: 0,
+        reset_ms: 3_600_000,
+        retry_after_ms: Some(3_600_000),
+        overridden: Some(Overridden { limit: 0, reset: false }),
+    };
+    let out = w.run(&req, &[Ok(vec![blocked])]);
+    let Outcome::Reply(r) = &out else { panic!("{out:?}") };
+    assert_eq!((r.status, r.body.as_str()), (403, r#"{"error":"blocked","rule":"hot"}"#));
+    assert_eq!(header(&out, "retry-after"), None);
+    let Began::Done(Outcome::Reply(r)) = w.begin_at(&req, NOW + 1_999) else { panic!("the cached block answers") };
+    assert_eq!(r.status, 403);
+    assert_eq!(w.traced().map(|(r, by, _)| (r, by)), Some(("hot", DecidedBy::DenyCache)));
+    assert!(matches!(w.begin_at(&req, NOW + 2_000), Began::Wait(_)), "past within: the store decides");
 }

@@ -2,7 +2,7 @@
 //! cache), or from its failure policy when the store failed (the fallback
 //! bucket: its shares are this verdict, taken in shared data at once).
 
-use super::{fallback_limit, Env, Pending, PlannedDecision, Verdict};
+use super::{fallback_limit, DecidedBy, Env, Pending, PlannedDecision, Verdict};
 use crate::algorithm::Algorithm;
 use crate::config::{Cost, Counts, FailureMode, Limit, Rule};
 use crate::deny_cache::DenyEntry;
@@ -39,7 +39,7 @@ impl Pending {
             .zip(outcomes)
             .enumerate()
             .map(|(i, (l, outcome))| Shown {
-                limit: l.spec.limit,
+                limit: outcome.limit_or(l.spec.limit),
                 outcome: *outcome,
                 policy: Some(PolicyRef { rule: r, limit: i, partition: d.partition }),
             })
@@ -52,7 +52,7 @@ impl Pending {
                     env.metrics.count(r, Event::PermitTaken);
                 }
             }
-            return (Verdict::Allowed(shown), Vec::new());
+            return (Verdict::Allowed(shown, DecidedBy::Store), Vec::new());
         }
         if rule.limits.iter().zip(&shown).any(|(l, s)| concurrency(l) && !s.outcome.allowed) {
             env.metrics.count(r, Event::PermitRefused);
@@ -69,18 +69,15 @@ impl Pending {
             for (l, s) in rule.limits.iter().zip(&shown).filter(|(l, _)| cached(l)) {
                 if let (false, Some(retry)) = (s.outcome.allowed, s.outcome.retry_after_ms) {
                     if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until: self.now.after(retry),
-                            reset_at: self.now.after(s.outcome.reset_ms),
-                            remaining: s.outcome.remaining,
-                        };
+                        let within = config.overrides.map(|o| o.within);
+                        let entry = DenyEntry::of(self.now, &s.outcome, retry, within);
                         denials.push((entry_fingerprint(l.fingerprint, identity), entry));
                     }
                 }
             }
         }
         env.metrics.count(r, if rule.shadow { Event::ShadowDenied } else { Event::Denied });
-        (Verdict::Denied(shown), denials)
+        (Verdict::Denied(shown, DecidedBy::Store), denials)
     }
 
     pub(super) fn failure_verdict<S, M>(&self, env: &Env<'_, S, M>, r: usize, d: &PlannedDecision) -> Verdict
@@ -119,10 +116,10 @@ impl Pending {
             if rule.limits.iter().any(|l| l.spec.algorithm == Algorithm::Concurrency) {
                 env.metrics.count(r, Event::PermitTakenLocally);
             }
-            Verdict::Allowed(shown)
+            Verdict::Allowed(shown, DecidedBy::Fallback)
         } else {
             env.metrics.count(r, Event::FallbackDenied);
-            Verdict::Denied(shown)
+            Verdict::Denied(shown, DecidedBy::Fallback)
         }
     }
 }

@@ -76,7 +76,7 @@ pub fn decode(input: &[u8], max_elements: usize) -> Result<Value, StoreError> {
     Ok(v)
 }
 
-/// Decodes the reply to EVALSHA or EVAL that should hold `expected`
+/// Decodes the reply to EVALSHA or EVAL that holds at most `expected`
 /// values (a longer array is refused before it is read): integers, and
 /// the texts of decisions that failed inside Redis (bulk strings).
 pub fn decode_decision(input: &[u8], expected: usize) -> Result<Reply, StoreError> {

@@ -1,4 +1,4 @@
-//! The decision script's protocol (v3) on the Rust side, and its only
+//! The decision script's protocol (v5) on the Rust side, and its only
 //! owner here: the KEYS and ARGV of one call carrying a batch of
 //! decisions, and the decoding of its reply.
 //!
@@ -13,8 +13,8 @@
 //! were decided.
 
 use crate::algorithm::{Algorithm, CC_RETRY_MS};
-use crate::keys::limit_keys;
-use crate::outcome::LimitOutcome;
+use crate::keys::{limit_keys, override_key};
+use crate::outcome::{LimitOutcome, Overridden};
 use crate::spec::{DecisionCall, LimitSpec, Op, COUNT, TOP};
 use crate::store::{redis_error, StoreError};
 use crate::time::Instant;
@@ -69,18 +69,27 @@ pub struct ScriptCall {
     pub keys: Vec<String>,
     /// The arguments (laid out as `lua/driver.lua`'s `@argv` says).
     pub args: Vec<String>,
-    /// Per limit, what its reply may say.
-    bounds: Vec<Bounds>,
-    /// Per decision, its number of limits.
-    sizes: Vec<usize>,
+    /// Per limit, its spec and op (what its reply may say follows).
+    asked: Vec<(LimitSpec, Op)>,
+    /// Per decision, its number of limits and whether it reads overrides.
+    sizes: Vec<(usize, bool)>,
     /// The caller's clock it decides on (windows' keys are named from it).
     pub now: Instant,
 }
 
 impl ScriptCall {
     /// The call deciding `decisions` in order at `now_ms` (the caller's
-    /// clock). Equal specs share one entry of the spec table.
+    /// clock), reading no overrides. Equal specs share one entry of the
+    /// spec table.
     pub fn new(domain: &str, now: Instant, decisions: &[DecisionCall<'_>]) -> ScriptCall {
+        ScriptCall::with_overrides(domain, now, decisions, false)
+    }
+
+    /// `new`, each decision that can be overridden reading its client's
+    /// overrides when `overrides` (the `@overrides` line of
+    /// `lua/driver.lua`): one override key per rule (a run of its limits),
+    /// before its limits' keys.
+    pub fn with_overrides(domain: &str, now: Instant, decisions: &[DecisionCall<'_>], overrides: bool) -> ScriptCall {
         let now_ms = now.ms();
         // Plain loops and pushes: every iterator adapter here would be code
         // in the shipped module, which has a size budget.
@@ -97,7 +106,7 @@ impl ScriptCall {
         let mut call = ScriptCall {
             keys: Vec::with_capacity(limits * 2),
             args: Vec::new(),
-            bounds: Vec::with_capacity(limits),
+            asked: Vec::with_capacity(limits),
             sizes: Vec::with_capacity(decisions.len()),
             now,
         };
@@ -117,10 +126,23 @@ impl ScriptCall {
         for d in decisions {
             let mut shape = Vec::with_capacity(1 + d.limits.len() * 4);
             shape.push(d.limits.len().to_string());
+            // Reading overrides: an override key per rule first, and the op
+            // of each rule's first limit in capitals.
+            let reads = overrides && d.limits.iter().any(|l| l.op.reads_overrides());
+            let mut previous = None;
+            for l in d.limits.iter().filter(|_| reads) {
+                if previous != Some(l.rule) {
+                    call.keys.push(override_key(domain, d.identity, l.rule));
+                }
+                previous = Some(l.rule);
+            }
+            let mut previous = None;
             for l in d.limits {
                 let index = specs.iter().position(|s| *s == l.spec).unwrap_or(0);
                 shape.push((index + 1).to_string());
-                shape.push(l.op.code().to_string());
+                let starts = reads && previous != Some(l.rule);
+                previous = Some(l.rule);
+                shape.push(if starts { l.op.code().to_ascii_uppercase() } else { l.op.code().to_string() });
                 shape.push(l.op.amount().to_string());
                 // The offset argument: a concurrency permit's id, a refund's
                 // mark, or the offset.
@@ -130,9 +152,9 @@ impl ScriptCall {
                     _ => l.offset_ms.unwrap_or(0).to_string(),
                 });
                 limit_keys(&mut call.keys, domain, d.identity, l.rule, &l.spec, l.offset_ms, l.op.keys_at(now));
-                call.bounds.push(Bounds::of(&l.spec, l.op));
+                call.asked.push((l.spec, l.op));
             }
-            call.sizes.push(d.limits.len());
+            call.sizes.push((d.limits.len(), reads));
             let pick = match shapes.iter().position(|s| *s == shape) {
                 Some(i) => i,
                 None => {
@@ -153,48 +175,75 @@ impl ScriptCall {
     }
 
     /// Splits the reply into one result per decision: its `Vec<LimitOutcome>`,
-    /// checking that every value is possible for its limit, or the Redis
-    /// error that failed it alone (bounded and printable: its rule's
-    /// failure policy applies to it only). A reply that is not one the
-    /// script gives for this call (a count of values that is not four per
-    /// limit, a text anywhere but first in a decision, a failed decision
-    /// with values) is malformed: an error for the whole call. So is a
-    /// call without decisions, or with a decision without limits: the
-    /// script refuses those, so no reply can be right for them.
+    /// checking that every value is possible for its limit (as an override
+    /// the decision reports left it), or the Redis error that failed it
+    /// alone (bounded and printable: its rule's failure policy applies to
+    /// it only). A reply that is not one the script gives for this call (a
+    /// count of values that is not four per limit, with each limit's limit
+    /// after them where an override applied; a text anywhere
+    /// but first in a decision's values; a failed decision with values) is
+    /// malformed: an error for the whole call. So is a call without
+    /// decisions, or with a decision without limits: the script refuses
+    /// those, so no reply can be right for them.
     pub fn decode(&self, reply: &ScriptReply) -> Result<Vec<DecisionResult>, StoreError> {
-        if self.sizes.is_empty() || self.sizes.contains(&0) {
+        const WRONG_COUNT: StoreError = StoreError::Malformed("wrong number of values for the limits asked");
+        const TEXT: StoreError = StoreError::Malformed("non-integer in the decision");
+        if self.sizes.is_empty() || self.sizes.iter().any(|&(n, _)| n == 0) {
             return Err(StoreError::Malformed("a call without decisions or limits"));
         }
-        if reply.ints.len() != self.bounds.len() * 4 {
-            return Err(StoreError::Malformed("wrong number of values for the limits asked"));
-        }
+        let ints = reply.ints.as_slice();
         let mut texts = reply.texts.iter().peekable();
         let mut out = Vec::with_capacity(self.sizes.len());
-        let mut at = 0;
-        for &n in &self.sizes {
-            let (start, end) = (at * 4, (at + n) * 4);
+        // at: the next value; first: the decision's first limit in `asked`.
+        let (mut at, mut first) = (0, 0);
+        for &(n, reads) in &self.sizes {
+            let (start, end) = (at, at + n * 4);
+            let values = ints.get(start..end).ok_or(WRONG_COUNT)?;
+            // Reading overrides, the first allowed also says their state,
+            // plus twice it (an impossible allowed stays impossible).
+            let (state, first_allowed) = match values.first().copied() {
+                Some(v) if reads && v >= 6 => (3, v - 6),
+                Some(v) if reads && v >= 2 => (1, v - 2),
+                v => (0, v.unwrap_or_default()),
+            };
             match texts.next_if(|(i, _)| *i < end) {
-                Some((i, _)) if *i != start => return Err(StoreError::Malformed("non-integer in the decision")),
+                Some((i, _)) if *i != start => return Err(TEXT),
                 Some((_, text)) => {
-                    if reply.ints.get(start..end).unwrap_or_default().iter().any(|&v| v != 0) {
+                    if state != 0 || values.iter().any(|&v| v != 0) {
                         return Err(StoreError::Malformed("a failed decision with values"));
                     }
                     out.push(Err(redis_error(text)));
+                    at = end;
                 }
                 None => {
+                    let limits = if state == 0 { None } else { Some(ints.get(end..end + n).ok_or(WRONG_COUNT)?) };
+                    at = end + limits.map_or(0, <[i64]>::len);
+                    if texts.next_if(|(i, _)| *i < at).is_some() {
+                        return Err(TEXT);
+                    }
                     let mut outcomes = Vec::with_capacity(n);
-                    for (l, bounds) in self.bounds.get(at..at + n).unwrap_or_default().iter().enumerate() {
-                        let values = reply.ints.get(start + l * 4..start + l * 4 + 4).unwrap_or_default();
-                        let o = bounds.check(values).ok_or(StoreError::Malformed("impossible decision values"))?;
+                    for l in 0..n {
+                        let &(spec, op) = self.asked.get(first + l).ok_or(WRONG_COUNT)?;
+                        let mut four = [0; 4];
+                        four.copy_from_slice(values.get(l * 4..l * 4 + 4).unwrap_or(&[0; 4]));
+                        if l == 0 {
+                            four[0] = first_allowed;
+                        }
+                        let limit = limits.and_then(|t| t.get(l)).map(|&v| u64::try_from(v).unwrap_or(u64::MAX));
+                        let o = decide(spec, op, &four, limit.map(|limit| Overridden { limit, reset: state == 3 }))
+                            .ok_or(StoreError::Malformed("impossible decision values"))?;
                         outcomes.push(o);
                     }
                     out.push(Ok(outcomes));
                 }
             }
-            at += n;
+            first += n;
+        }
+        if at != ints.len() {
+            return Err(WRONG_COUNT);
         }
         if texts.next().is_some() {
-            return Err(StoreError::Malformed("non-integer in the decision"));
+            return Err(TEXT);
         }
         Ok(out)
     }
@@ -204,10 +253,33 @@ impl ScriptCall {
         self.sizes.len()
     }
 
-    /// How many integers the reply holds: four per limit.
+    /// How many values the reply holds at most: four per limit; where a
+    /// decision reads overrides, each limit's limit too.
     pub fn reply_len(&self) -> usize {
-        self.bounds.len() * 4
+        self.sizes.iter().map(|&(n, reads)| n * 4 + if reads { n } else { 0 }).sum()
     }
+}
+
+/// The outcome of one limit asked `op` on `spec` if `values` are possible
+/// for it as `overridden` left it (a block: refused, 0 remaining, its time
+/// left as reset and retry).
+fn decide(spec: LimitSpec, op: Op, values: &[i64], overridden: Option<Overridden>) -> Option<LimitOutcome> {
+    let spec = match overridden {
+        Some(o) if o.blocked() => {
+            let &[0, 0, reset, retry] = values else { return None };
+            let ms = u64::try_from(retry)
+                .ok()
+                .filter(|&ms| ms > 0 && ms <= TOP && reset == retry && op.reads_overrides())?;
+            let blocked =
+                LimitOutcome { allowed: false, remaining: 0, reset_ms: ms, retry_after_ms: Some(ms), overridden };
+            return (!op.after_the_fact()).then_some(blocked);
+        }
+        Some(o) if o.limit != spec.limit => spec.overridden(o.limit)?,
+        _ => spec,
+    };
+    let mut outcome = Bounds::of(&spec, op).check(values)?;
+    outcome.overridden = overridden;
+    Some(outcome)
 }
 
 /// What the reply for one limit may say (see `lua/driver.lua`: the debts

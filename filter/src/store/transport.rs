@@ -88,7 +88,7 @@ fn webdis_wire(r: webdis::WebdisRequest) -> Wire {
     Wire::Http { method: r.method, path: r.path, body: r.body }
 }
 
-/// Decodes the answer to a call in `stage` expecting `expected` integers.
+/// Decodes the answer to a call in `stage` expecting at most `expected` values.
 pub fn decode(stage: Stage, answer: Answer, expected: usize) -> Result<Reply, StoreError> {
     match answer {
         Answer::Failed(e) => Err(e),

@@ -122,7 +122,7 @@ pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreErro
     }
 }
 
-/// Decodes the reply to an EVALSHA that should hold `expected` integers.
+/// Decodes the reply to an EVALSHA that holds at most `expected` values.
 pub fn decode_evalsha(status: Option<u32>, body: &[u8], expected: usize) -> Result<Reply, StoreError> {
     match decode(status, body, "EVALSHA")? {
         Value::Array(items) => match items.first() {
@@ -134,7 +134,8 @@ pub fn decode_evalsha(status: Option<u32>, body: &[u8], expected: usize) -> Resu
                     Err(redis_error(msg))
                 }
             }
-            _ if items.len() != expected => Err(StoreError::Malformed("wrong number of values for the limits asked")),
+            // At most `expected` (a decision reading overrides may say no more than its state).
+            _ if items.len() > expected => Err(StoreError::Malformed("wrong number of values for the limits asked")),
             _ => {
                 // Integers, and the texts of decisions that failed inside Redis.
                 let mut reply = ScriptReply::with_capacity(items.len());
@@ -183,21 +184,27 @@ fn decode(status: Option<u32>, body: &[u8], command: &str) -> Result<Value, Stor
 /// its keys percent-encoded (`{`, `}` and `:` take three bytes; the
 /// identity is already escaped to unreserved bytes), its shape index, and
 /// its shape and a spec-table entry for each of its limits (the batch may
-/// be the first to do that, or use that spec).
-pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)]) -> usize {
+/// be the first to do that, or use that spec); with `overrides`, an
+/// override key and a run in its shape's text for each rule.
+pub fn decision_size(domain: &str, identity: &str, limits: &[(&str, LimitSpec)], overrides: bool) -> usize {
     // Per key: braces and 4 colons encoded, a code, a window and an index of up to 20 digits each.
     const KEY_EXTRA: usize = 6 * 3 + 2 + 20 + 20 + 2;
     // Per limit: spec index, op, amount, offset and their slashes; a spec entry.
     const LIMIT_ARGS: usize = 4 + 3 + 1 + 20 + 20 + 4 * 20;
     let key = domain.len() + identity.len() + KEY_EXTRA;
     // Its shape's index and limit count, with their slashes.
-    8 + limits
-        .iter()
-        .map(|(rule, spec)| {
-            let keys = if spec.algorithm == crate::algorithm::Algorithm::SlidingWindow { 2 } else { 1 };
-            keys * (key + rule.len()) + LIMIT_ARGS
-        })
-        .sum::<usize>()
+    let mut size = 8;
+    let mut previous = None;
+    for (rule, spec) in limits {
+        let keys = if spec.algorithm == crate::algorithm::Algorithm::SlidingWindow { 2 } else { 1 };
+        size += keys * (key + rule.len()) + LIMIT_ARGS;
+        // A rule's run: its override key, and a count of up to 3 digits with its comma.
+        if overrides && previous != Some(*rule) {
+            size += key + rule.len() + 4;
+        }
+        previous = Some(*rule);
+    }
+    size
 }
 
 /// Bytes of an EVALSHA body before its decisions: the command, the SHA-1,
@@ -291,8 +298,10 @@ mod tests {
             decode_evalsha(Some(200), br#"{"GET":[1,4,0,0]}"#, 4),
             Err(StoreError::Malformed("reply names another command"))
         );
+        // More than the call can hear; fewer (a decision reading overrides
+        // says its limits only when one applied) are `ScriptCall::decode`'s to judge.
         assert_eq!(
-            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0]}"#, 4),
+            decode_evalsha(Some(200), br#"{"EVALSHA":[1,4,0,0,0]}"#, 4),
             Err(StoreError::Malformed("wrong number of values for the limits asked"))
         );
         assert_eq!(
@@ -355,8 +364,20 @@ mod tests {
         let now = 9_999_999_999_999;
         let one = evalsha(&ScriptCall::new("domain.x", Instant::from_ms(now), &[decision])).body.len();
         let bound: Vec<(&str, LimitSpec)> = specs.iter().map(|s| ("a-long-rule-name", *s)).collect();
-        let size = decision_size("domain.x", &identity, &bound);
+        let size = decision_size("domain.x", &identity, &bound, false);
         assert!(one <= BODY_HEAD + size, "{one}");
+        // Reading overrides: an override key per rule, here two.
+        let two_rules: Vec<LimitCall> = limits
+            .iter()
+            .zip(["a-long-rule-name", "b-long-rule-name"])
+            .map(|(l, rule)| LimitCall { rule, ..*l })
+            .collect();
+        let decision = DecisionCall { identity: &identity, limits: &two_rules };
+        let read = evalsha(&ScriptCall::with_overrides("domain.x", Instant::from_ms(now), &[decision], true)).body;
+        let bound: Vec<(&str, LimitSpec)> = two_rules.iter().map(|l| (l.rule, l.spec)).collect();
+        let size_read = decision_size("domain.x", &identity, &bound, true);
+        assert!(read.len() <= BODY_HEAD + size_read, "{}", read.len());
+        assert!(read.len() > one + 2 * identity.len(), "two override keys more");
         // Many decisions, each of its own shape (a charge of its own amount).
         let mut charges: Vec<Vec<LimitCall>> = Vec::new();
         for i in 0..300 {

@@ -4,11 +4,12 @@
 //! The host buffers the body meanwhile; the worker keeps only its bound
 //! and deadline, and reads it once, when it is complete.
 
+use super::access_log;
 use super::stream::{Phase, Stream};
 use super::{Action, Callback, Host, Worker, MIN_TICK_MS};
 use crate::config::Config;
 use crate::metrics::Event;
-use crate::pipeline::{body_timeout, Decided};
+use crate::pipeline::{body_timeout, Decided, DecidedBy, Trace};
 use crate::request::{Body, Request, RequestSource};
 use crate::response::{refused, LocalReply};
 use crate::time::Instant;
@@ -184,7 +185,7 @@ impl Worker {
         self.sweep(host, now);
         let req = Request::with_body(request, body);
         match bytes.map(|b| self.ask_for_usage(host, &req, b)) {
-            Some(Err(reply)) => self.decided(host, stream, Decided::reply(reply), now),
+            Some(Err((reply, r))) => self.decided(host, stream, Decided::refused(reply, r, DecidedBy::Body), now),
             asked => {
                 self.decide(host, stream, &req, now);
                 if let Some(state) = self.streams.get_mut(&stream) {
@@ -218,7 +219,9 @@ impl Worker {
             self.end_stream(host, stream);
             let Some(rule) = self.config.rules.get(wait.rule) else { continue };
             host.count(wait.rule, Event::BadRequest);
-            host.reply(stream, &body_timeout(&rule.name, wait.timeout_ms));
+            let reply = body_timeout(&rule.name, wait.timeout_ms);
+            let log = access_log::fields(&self.config, &Trace::refused(wait.rule, DecidedBy::Body), Some(&reply));
+            host.reply(stream, &reply, &log);
             let due = self.body_timeout_logged.is_none_or(|t| now.since(t) >= TIMEOUT_LOG_INTERVAL_MS);
             if due {
                 self.body_timeout_logged = Some(now);

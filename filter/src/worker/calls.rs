@@ -64,7 +64,7 @@ impl Worker {
         let size = match self.config.store.transport {
             Transport::Webdis => {
                 let specs: Vec<(&str, _)> = limits.iter().map(|l| (l.rule, l.spec)).collect();
-                webdis::decision_size(&self.config.domain, identity, &specs)
+                webdis::decision_size(&self.config.domain, identity, &specs, self.config.overrides.is_some())
             }
             Transport::Redis => 0,
         };
@@ -189,7 +189,7 @@ impl Worker {
         }
         let decisions: Vec<DecisionCall<'_>> =
             parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::new(&self.config.domain, now, &decisions);
+        let call = ScriptCall::with_overrides(&self.config.domain, now, &decisions, self.config.overrides.is_some());
         Some(Flight { jobs, slots, call, stage: Stage::First, started: now, sent: now })
     }
 

@@ -133,9 +133,15 @@ impl Waiting {
 impl Worker {
     /// Charges `reported` usage of a request whose body was `prompt_bytes`
     /// long (nothing when it comes to 0): merged into the client's charge
-    /// still waiting for a call, else queued anew.
-    pub(super) fn submit_charge<H: Host>(&mut self, host: &H, charge: Charge, reported: Reported, prompt_bytes: u64) {
-        let Some(rule) = self.config.rules.get(charge.rule) else { return };
+    /// still waiting for a call, else queued anew. The units it comes to.
+    pub(super) fn submit_charge<H: Host>(
+        &mut self,
+        host: &H,
+        charge: Charge,
+        reported: Reported,
+        prompt_bytes: u64,
+    ) -> u64 {
+        let Some(rule) = self.config.rules.get(charge.rule) else { return 0 };
         let units = amount(&rule.cost, charge.price.as_deref(), &reported, prompt_bytes);
         host.count(charge.rule, Event::Charged);
         match &reported {
@@ -153,6 +159,7 @@ impl Worker {
             host.count_by(charge.rule, Event::ChargedUnits, units);
         }
         self.settle_units(host, charge, units);
+        units
     }
 
     /// A reservation whose request never went on (refused after all, or
@@ -227,11 +234,7 @@ impl Worker {
                         continue;
                     }
                     if retry > 0 {
-                        let entry = DenyEntry {
-                            deny_until: at.after(retry),
-                            reset_at: at.after(d.reset_ms),
-                            remaining: d.remaining,
-                        };
+                        let entry = DenyEntry::of(at, d, retry, config.overrides.map(|o| o.within));
                         cache.remember(entry_fingerprint(l.fingerprint, &c.charge.digest), entry);
                     }
                 }

@@ -4,6 +4,7 @@
 //! decided it: the request's own callback answers with it, any other
 //! resumes or answers the stream.
 
+use super::access_log;
 use super::claims::WorkerClaims;
 use super::jobs::{Job, JobId};
 use super::permits::HeldPermit;
@@ -116,7 +117,12 @@ impl Worker {
     fn carry_out<H: Host>(&mut self, host: &H, id: u32, cb: Callback) -> Option<Action> {
         let stream = self.streams.get_mut(&id)?;
         let Phase::Decided(decided) = std::mem::replace(&mut stream.phase, Phase::Passing) else { return None };
-        let Decided { outcome, effects } = decided;
+        let Decided { outcome, effects, trace } = decided;
+        let reply = match &outcome {
+            Outcome::Reply(reply) => Some(reply),
+            Outcome::Continue(..) => None,
+        };
+        let log = trace.map(|t| access_log::fields(&self.config, &t, reply)).unwrap_or_default();
         let cache = DenyCache::new(host, self.config.deny_cache.slots);
         for (fingerprint, entry) in effects.denials {
             cache.remember(fingerprint, entry);
@@ -135,16 +141,19 @@ impl Worker {
                     self.streams.remove(&id);
                 }
                 if returned {
+                    if !log.is_empty() {
+                        host.annotate(id, &log);
+                    }
                     return Some(Action::Continue);
                 }
                 if may_act {
-                    host.resume(id);
+                    host.resume(id, &log);
                 }
                 None
             }
             Outcome::Reply(reply) => {
                 if may_act {
-                    host.reply(id, &reply);
+                    host.reply(id, &reply, &log);
                 }
                 self.end_stream(host, id);
                 returned.then_some(Action::Pause)

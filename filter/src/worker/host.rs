@@ -1,6 +1,7 @@
 //! What a worker needs from the host (Envoy through the glue, a fake in
 //! tests). Every method takes `&self`: the glue's are plain hostcalls.
 
+use super::access_log::Field;
 use crate::metrics::Metrics;
 use crate::response::LocalReply;
 use crate::shared::SharedData;
@@ -26,10 +27,16 @@ pub trait Host: SharedData + Metrics {
     /// stream whose body callback runs now with `body`, and its
     /// `content-length` if it has one; whether it did.
     fn replace_request_body(&self, len: u64, body: &[u8]) -> bool;
-    /// Lets the paused request of stream `stream` continue.
-    fn resume(&self, stream: u32);
-    /// Answers the request of stream `stream` with `reply`.
-    fn reply(&self, stream: u32, reply: &LocalReply);
+    /// Lets the paused request of stream `stream` continue, leaving `log`
+    /// for its access log first (see `annotate`).
+    fn resume(&self, stream: u32, log: &[Field]);
+    /// Answers the request of stream `stream` with `reply`, leaving `log`
+    /// for its access log first (see `annotate`).
+    fn reply(&self, stream: u32, reply: &LocalReply, log: &[Field]);
     /// Logs a warning (already bounded and printable).
     fn warn(&self, message: &str);
+    /// Leaves `fields` (name, text) where the host's access log reads them
+    /// for stream `stream` (Envoy: filter state `wasm.<name>`); a host that
+    /// cannot: nothing, and the request goes on all the same.
+    fn annotate(&self, stream: u32, fields: &[Field]);
 }

@@ -132,11 +132,22 @@ impl Worker {
             .into_iter()
             .zip(&outcomes)
             .zip(&ask.limits)
-            .map(|((span, o), l)| lease::Granted { span, reset_ms: o.reset_ms, units: l.op.amount() })
+            .map(|((span, o), l)| lease::Granted {
+                span: span.at_limit(o.limit_or(0)),
+                reset_ms: o.reset_ms,
+                units: l.op.amount(),
+            })
             .collect();
+        // With overrides on, a lease is trusted no longer than `within`
+        // after the store decided it: an override written since applies
+        // on this proxy by then.
+        let max_age_ms = match self.config.overrides {
+            Some(o) => c.params.max_age_ms.min(o.within.ms()),
+            None => c.params.max_age_ms,
+        };
         let lease = LeaseRecord {
             fingerprint: c.fingerprint,
-            expires_at_ms: lease::expires_at(ask.asked_at, c.params.max_age_ms, &ends),
+            expires_at_ms: lease::expires_at(ask.asked_at, max_age_ms, &ends),
             requests_left: granted,
             granted,
             granted_at_ms: at.ms(),
@@ -179,6 +190,7 @@ fn view(c: &LeaseCandidate, outcomes: &[LimitOutcome], at: Instant) -> Vec<Lease
             remaining_at_grant: o.remaining,
             reset_at_ms: at.after(o.reset_ms).ms(),
             per_request,
+            limit: o.overridden.map_or(0, |v| v.limit),
         })
         .collect()
 }

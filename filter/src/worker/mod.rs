@@ -15,6 +15,7 @@
 //! wait), the calls by `max_in_flight` and `MAX_FLIGHTS` (and swept when
 //! the host never answers).
 
+pub mod access_log;
 mod body_wait;
 mod calls;
 mod charges;
@@ -268,7 +269,7 @@ impl Worker {
             // NGINX never handed the body over while the headers waited:
             // refused, never decided without it (see `body_unsupported`).
             if let Some(reply) = self.body_unsupported(host, &req) {
-                host.reply(stream, &reply);
+                host.reply(stream, &reply, &[]);
                 return Action::Pause;
             }
         }

@@ -1,9 +1,12 @@
 //! The response side of a stream: the rate-limit headers to add, and the
 //! usage its charges wait for (a response header, or the body as it passes).
 
+use super::access_log;
 use super::stream::Phase;
-use super::usage_watch::{ResponseSource, UsageWatch};
+use super::usage_watch::{Reported, ResponseSource, UsageWatch};
 use super::{Callback, Host, Worker};
+use crate::pipeline::Charge;
+
 use crate::response::Headers;
 
 impl Worker {
@@ -34,11 +37,22 @@ impl Worker {
         if state.done() {
             self.streams.remove(&stream);
         }
-        for (charge, reported) in due {
-            self.submit_charge(host, charge, reported, prompt_bytes);
-        }
+        self.charge_due(host, stream, due, prompt_bytes);
         self.finish_callback(host, Callback::Stream(Some(stream)));
         headers
+    }
+
+    /// Charges what the response of stream `stream` (whose callback runs)
+    /// reported; the access log tells the first charge's units.
+    fn charge_due<H: Host>(&mut self, host: &H, stream: u32, due: Vec<(Charge, Reported)>, prompt_bytes: u64) {
+        let mut told = false;
+        for (charge, reported) in due {
+            let units = self.submit_charge(host, charge, reported, prompt_bytes);
+            if !told {
+                host.annotate(stream, &[access_log::charge(units)]);
+                told = true;
+            }
+        }
     }
 
     /// Whether stream `stream`'s response body is being read for usage.
@@ -71,9 +85,7 @@ impl Worker {
         if state.done() {
             self.streams.remove(&stream);
         }
-        for (charge, reported) in due {
-            self.submit_charge(host, charge, reported, prompt_bytes);
-        }
+        self.charge_due(host, stream, due, prompt_bytes);
         self.finish_callback(host, Callback::Stream(Some(stream)));
         sent
     }

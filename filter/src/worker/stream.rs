@@ -109,7 +109,7 @@ impl Worker {
                 pending.taken(&self.config)
             }
             // Decided but never carried out: what its outcome holds goes back too.
-            Phase::Decided(Decided { outcome, mut effects }) => {
+            Phase::Decided(Decided { outcome, mut effects, .. }) => {
                 if let Outcome::Continue(_, charges, permits) = outcome {
                     effects.give_back.permits.extend(permits);
                     effects.give_back.reservations.extend(charges.into_iter().filter(|c| c.reservation.is_some()));
@@ -120,7 +120,7 @@ impl Worker {
         };
         for mut watch in stream.usage {
             let reported = watch.on_end();
-            self.submit_charge(host, watch.charge, reported, stream.request_bytes);
+            let _ = self.submit_charge(host, watch.charge, reported, stream.request_bytes);
         }
         for held in stream.permits {
             self.end_permit(host, held.permit, held.renewal);

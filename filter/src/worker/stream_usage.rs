@@ -22,7 +22,7 @@ impl Worker {
         host: &H,
         req: &Request<'_, R>,
         bytes: &[u8],
-    ) -> Result<bool, LocalReply> {
+    ) -> Result<bool, (LocalReply, usize)> {
         let applies = |rule: &crate::config::Rule| {
             let max = rule.request_body.unwrap_or_default().max_bytes;
             rule.cost.include_usage()
@@ -38,7 +38,7 @@ impl Worker {
             Ok(Some(body)) => Ok(host.replace_request_body(bytes.len() as u64, &body)),
             Err((problem, part)) => {
                 host.count(r, Event::BadRequest);
-                Err(body_refusal(&problem, &rule.name, &part))
+                Err((body_refusal(&problem, &rule.name, &part), r))
             }
         }
     }

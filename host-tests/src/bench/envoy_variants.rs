@@ -52,6 +52,9 @@ pub enum Variant {
     /// The same rule with leases (`max_units` 1000, `max_age` 1 s),
     /// batching on: hot clients decided in the proxy.
     Leased,
+    /// `Allowed(On)` with operators' overrides read (none set): the cost of
+    /// reading them for a client without one.
+    Overrides,
     /// This filter denying every request from its deny cache.
     DenyCacheHit,
     /// This filter with the store unreachable, admitting through the local
@@ -61,7 +64,7 @@ pub enum Variant {
 
 impl Variant {
     /// Every variant, one Envoy each, baseline first.
-    pub const ALL: [Variant; 10] = [
+    pub const ALL: [Variant; 11] = [
         Variant::NoFilter,
         Variant::LocalRateLimit,
         Variant::ExtAuthz,
@@ -70,6 +73,7 @@ impl Variant {
         Variant::Allowed(Batching::Small),
         Variant::Allowed(Batching::Off),
         Variant::Leased,
+        Variant::Overrides,
         Variant::DenyCacheHit,
         Variant::Fallback,
     ];
@@ -83,6 +87,7 @@ impl Variant {
             Variant::NoRuleMatched => "filter, no rule matched".into(),
             Variant::Allowed(b) => format!("filter, allowed, {}", b.name()),
             Variant::Leased => "filter, allowed, leases on".into(),
+            Variant::Overrides => "filter, allowed, overrides read (none set)".into(),
             Variant::DenyCacheHit => "filter, denied (deny-cache hit)".into(),
             Variant::Fallback => "filter, store down (fallback)".into(),
         }
@@ -104,11 +109,12 @@ impl Variant {
             Variant::DenyCacheHit => ("", "client_ip", 1, ""),
             Variant::Fallback => ("", "client_ip", 100_000_000, ""),
             Variant::Allowed(b) => ("", "header:x-api-key", 100_000_000, b.field()),
-            Variant::Leased => ("", "header:x-api-key", 100_000_000, ""),
+            Variant::Leased | Variant::Overrides => ("", "header:x-api-key", 100_000_000, ""),
         };
         let lease = if self == Variant::Leased { r#""lease":{"max_units":1000,"max_age":"1s"},"# } else { "" };
+        let overrides = if self == Variant::Overrides { r#""overrides":{},"# } else { "" };
         Some(format!(
-            r#"{{"domain":"bench",{},"rules":[{{"name":"api",{matcher}"key":["{key}"],"failure_mode":"open",{lease}
+            r#"{{"domain":"bench",{},{overrides}"rules":[{{"name":"api",{matcher}"key":["{key}"],"failure_mode":"open",{lease}
                 "limits":[{{"algorithm":"sliding_window","limit":{limit},"window":"1h"}}]}}]}}"#,
             store(batch)
         ))
@@ -118,6 +124,7 @@ impl Variant {
     /// the authorization server (used by `ExtAuthz` only).
     pub fn config(self, t: &EnvoyTemplate, authz: u16) -> String {
         let rendered = render(&EnvoyTemplate { plugin_config: self.plugin_config(), module: t.module.clone(), ..*t });
+        let rendered = access_log(&rendered, std::env::var_os("BENCH_ACCESS_LOG").is_some());
         match self {
             Variant::NoFilter => replace_wasm_block(&rendered, ""),
             Variant::LocalRateLimit => replace_wasm_block(&rendered, LOCAL_RATELIMIT),
@@ -212,6 +219,39 @@ static_resources:
     )
 }
 
+/// The template's access log: left out (the figures measure the filter,
+/// not Envoy's logger; and a run would write gigabytes), or with `keep`
+/// (BENCH_ACCESS_LOG, to weigh the filter's fields for it) written to
+/// /dev/null: formatted in full, nothing stored.
+pub fn access_log(text: &str, keep: bool) -> String {
+    const STDOUT: &str = "          - name: envoy.access_loggers.stdout
+            typed_config:
+              \"@type\": type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog
+";
+    const NULL: &str = "          - name: envoy.access_loggers.file
+            typed_config:
+              \"@type\": type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog
+              path: /dev/null
+";
+    assert_eq!(text.matches(STDOUT).count(), 1, "the template's access log is not where the bench looks");
+    if keep {
+        return text.replacen(STDOUT, NULL, 1);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().position(|l| l.trim() == "access_log:").unwrap_or(lines.len());
+    let indent = lines.get(start).map_or(0, |l| l.len() - l.trim_start().len());
+    // Its list's items may sit at its own indentation (`- name: ...`).
+    let end = (start + 1..lines.len())
+        .find(|&i| {
+            let (line, at) = (lines[i].trim_start(), lines[i].len() - lines[i].trim_start().len());
+            !line.is_empty() && (at < indent || (at == indent && !line.starts_with('-')))
+        })
+        .unwrap_or(lines.len());
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.extend(&lines[end..]);
+    out.join("\n") + "\n"
+}
+
 /// Replaces the `- name: envoy.filters.http.wasm` list item (up to the next
 /// line at its indentation or less) with `block`, indented to match.
 pub fn replace_wasm_block(text: &str, block: &str) -> String {
@@ -258,6 +298,25 @@ mod tests {
         let off = Variant::Allowed(Batching::Off).plugin_config().unwrap();
         assert!(!on.contains("batch") && on.contains(r#""key":["header:x-api-key"]"#));
         assert_eq!(off.replace(r#","batch":{"max_in_flight":1024,"max_decisions":1}"#, ""), on);
+    }
+
+    #[test]
+    fn the_access_log_is_left_out_or_written_to_nowhere_and_overrides_are_one_field() {
+        let t = EnvoyTemplate {
+            listener: 1,
+            admin: 2,
+            backend: 3,
+            webdis: 4,
+            module: "m.wasm".into(),
+            plugin_config: None,
+        };
+        let text = Variant::Allowed(Batching::On).config(&t, 5);
+        assert!(!text.contains("access_log") && !text.contains("FILTER_STATE") && text.contains("route_config:"));
+        let kept = access_log(&render(&t), true);
+        assert!(kept.contains("path: /dev/null") && kept.contains("%FILTER_STATE(wasm.ratelimit_rule:PLAIN)%"));
+        let on = Variant::Allowed(Batching::On).plugin_config().unwrap();
+        let read = Variant::Overrides.plugin_config().unwrap();
+        assert_eq!(read.replace(r#""overrides":{},"#, ""), on);
     }
 
     #[test]

@@ -44,7 +44,7 @@ impl Case {
     /// The name in tables.
     pub fn name(&self) -> String {
         match self.variant {
-            Variant::Allowed(_) | Variant::Leased => {
+            Variant::Allowed(_) | Variant::Leased | Variant::Overrides => {
                 let who = if self.identities == 1 {
                     "1 identity".to_string()
                 } else if self.identities == ZIPF {
@@ -66,7 +66,10 @@ pub fn cases() -> Vec<Case> {
     let mut v: Vec<Case> = [Variant::NoFilter, Variant::LocalRateLimit, Variant::ExtAuthz, Variant::NoRuleMatched]
         .map(|variant| at(variant, 1, CONNECTIONS))
         .to_vec();
-    for b in [Batching::On, Batching::Small, Batching::Off] {
+    // Overrides read right after the same case without: the pair compared.
+    v.push(at(Variant::Allowed(Batching::On), 1, CONNECTIONS));
+    v.push(at(Variant::Overrides, 1, CONNECTIONS));
+    for b in [Batching::Small, Batching::Off] {
         v.push(at(Variant::Allowed(b), 1, CONNECTIONS));
     }
     for b in [Batching::On, Batching::Off] {
@@ -313,7 +316,7 @@ mod tests {
     #[test]
     fn every_case_has_its_envoy_and_the_split_has_its_runs() {
         let cases = cases();
-        assert_eq!(cases.len(), 20);
+        assert_eq!(cases.len(), 21);
         assert!(cases.iter().all(|c| Variant::ALL.contains(&c.variant)));
         let has = |variant, identities, connections| cases.contains(&Case { variant, identities, connections });
         for b in [Batching::On, Batching::Small, Batching::Off] {

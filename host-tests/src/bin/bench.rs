@@ -16,7 +16,9 @@
 //! decision script in place of the built one (A/B runs of a change to lua/;
 //! instructions, counted by callgrind, repeat to within 1%). BENCH_ONLY=module:
 //! the module's wasm instructions and hostcalls per request (wasmtime host),
-//! exact from run to run.
+//! exact from run to run. BENCH_ACCESS_LOG=1 (with BENCH_ONLY=proxy): the
+//! proxy sitting keeps envoy.yaml's JSON access log, formatted to
+//! /dev/null (left out otherwise: the figures measure the filter).
 
 // A driver: any failure (a server that does not start, a tool that is
 // missing) ends the run with its message, which is the right outcome.

@@ -4,6 +4,7 @@
 // A test crate: a failed step in a helper is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access_log;
 mod algorithms;
 mod authorization;
 mod bad_config;
@@ -22,6 +23,7 @@ mod llm_bodies;
 mod llm_concurrency;
 mod llm_streams;
 mod operators;
+mod overrides;
 mod paths;
 mod prometheus;
 mod recovery;

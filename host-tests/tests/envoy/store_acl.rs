@@ -248,14 +248,23 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
 
     let webdis = Webdis::start_with(redis.port, &[("redis_auth", PASSWORD.into())]);
     let backend = Backend::start();
-    // The documented user holds the keys of domain "demo" (envoy.yaml's).
-    let config = plugin_config(RULES).replacen(r#""domain":"t""#, r#""domain":"demo""#, 1);
+    // The documented user holds the keys of domain "demo" (envoy.yaml's);
+    // overrides on, as shipped.
+    let config = plugin_config(RULES).replacen(r#""domain":"t""#, r#""domain":"demo""#, 1).replacen(
+        r#""rules":"#,
+        r#""overrides":{},"rules":"#,
+        1,
+    );
     let envoy = start_from_template(backend.port, webdis.port, Some(&config), 2)
         .unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log));
     let http = agent(Duration::from_secs(10));
     let decide = |path: &str, client: &str| {
         let url = format!("http://127.0.0.1:{}{path}", envoy.port);
         (0..5).map(|_| send(&http, "GET", &url, &[("x-client", client)]).status).collect::<Vec<u16>>()
+    };
+    let decide_one = |path: &str| {
+        let url = format!("http://127.0.0.1:{}{path}", envoy.port);
+        send(&http, "GET", &url, &[("x-client", "b")]).status
     };
     for path in ["/fw", "/sw", "/tb", "/gc", "/sl"] {
         assert_eq!(decide(path, "a"), [200, 200, 200, 429, 429], "{path}");
@@ -297,7 +306,7 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
         redis::cmd("SCRIPT").arg("FLUSH").clone(),
         redis::cmd("SET").arg("other:key").arg("1").clone(),
         redis::cmd("SELECT").arg(1).clone(),
-        redis::cmd("DEL").arg("demo:x").clone(),
+        redis::cmd("DEL").arg("other:key").clone(),
     ] {
         assert!(refusal(&cmd, &mut user).starts_with("NOPERM"), "{:?}", cmd.args_iter().collect::<Vec<_>>());
     }
@@ -311,6 +320,34 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     }
     assert!(calls(&mut admin, "script|load") > loads);
     assert!(script_cached(&mut admin));
+
+    // The documented operator writes overrides and nothing else; the
+    // filter's user applies a reset (DEL) of b's counts.
+    let op_rules = readme_rules("operator", "operator-password");
+    set_user(&mut admin, "operator", &op_rules);
+    let mut operator = connect_as(&redis, "operator", "operator-password");
+    let b = ratelimit::identity::digest("b");
+    for rule in ["fw", "sw", "tb", "gc", "sl"] {
+        let key = ratelimit::keys::override_key("demo", &b, rule);
+        let () = redis::cmd("SET").arg(&key).arg("reset").arg("PX").arg(60_000).query(&mut operator).unwrap();
+    }
+    for cmd in [
+        redis::cmd("GET").arg(format!("demo:{{{b}}}:fw:3600000:0")).clone(),
+        redis::cmd("SET").arg("demo:x").arg("1").clone(),
+        redis::cmd("KEYS").arg("*").clone(),
+        redis::cmd("FLUSHALL"),
+    ] {
+        assert!(refusal(&cmd, &mut operator).starts_with("NOPERM"), "{:?}", cmd.args_iter().collect::<Vec<_>>());
+    }
+    // Within the bound (1 s) b has a fresh window on every rule.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for path in ["/fw", "/sw", "/tb", "/gc", "/sl"] {
+        while decide_one(path) != 200 {
+            assert!(Instant::now() < deadline, "{path}: no reset after 20 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(decide(path, "b"), [200, 200, 429, 429, 429], "{path} after its reset: 3 in all");
+    }
 }
 
 #[test]

@@ -66,7 +66,10 @@ fn every_bad_argument_is_named_and_changes_nothing() {
         (21, "3", "shape 2 limit 1: spec must be an index into the specs"),
         (21, "1.5", "shape 2 limit 1: spec must be an index into the specs"),
         (22, "x", "shape 2 limit 1: op must be u, v, k, g, f, r or n"),
-        (22, "U", "shape 2 limit 1: op must be u, v, k, g, f, r or n"),
+        (22, "Z", "shape 2 limit 1: op must be u, v, k, g, f, r or n"),
+        // In capitals, an op starts a rule reading overrides: one key more.
+        (22, "U", "expected 6 keys for these decisions"),
+        (17, "U", "shape 1: reading overrides, its first limit starts a rule"),
         (23, "nan", "shape 2 limit 1: amount must be a positive integer"),
         (23, "inf", "shape 2 limit 1: amount must be a positive integer"),
         (23, "-inf", "shape 2 limit 1: amount must be a positive integer"),

@@ -21,6 +21,7 @@ fn run(limit: LimitSpec, rows: &[Row]) {
             remaining,
             reset_ms,
             retry_after_ms: if retry < 0 { None } else { Some(retry as u64) },
+            overridden: None,
         };
         assert_eq!(got, vec![want], "{} row {} (t={t}, cost={cost})", limit.algorithm.name(), i + 1);
     }

@@ -35,3 +35,39 @@ fn multi_limit_calls_run_on_the_slot_owner_of_every_identity() {
     }
     assert_eq!(owners.len(), 3, "24 identities should spread over all 3 masters");
 }
+
+#[test]
+fn an_override_sits_in_its_clients_hash_slot_and_is_read_with_the_counts() {
+    use ratelimit::spec::{DecisionCall, LimitCall, Op};
+    let cluster = RedisCluster::start(3, 0);
+    for node in &cluster.nodes {
+        load(&mut node.connect(), SCRIPT);
+    }
+    let limits = [
+        LimitCall { rule: "r", spec: spec(Algorithm::SlidingWindow, 5, 60_000, 5), op: Op::Use(1), offset_ms: None },
+        LimitCall { rule: "s", spec: spec(Algorithm::TokenBucket, 5, 60_000, 5), op: Op::Use(1), offset_ms: None },
+    ];
+    for i in 0..12 {
+        let identity = format!("user{i}");
+        let call = ratelimit::store::script_call::ScriptCall::with_overrides(
+            "t",
+            ratelimit::time::Instant::from_ms(T0),
+            &[DecisionCall { identity: &identity, limits: &limits }],
+            true,
+        );
+        // Its override keys come first: the operator writes one on the owner.
+        let owner = cluster.owner_of(&call.keys[0]);
+        assert_eq!(cluster.owner_of(&call.keys[0]).port, cluster.owner_of(&call.keys[2]).port);
+        let () = redis::cmd("SET")
+            .arg(&call.keys[0])
+            .arg("sw:60000=9")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut owner.connect())
+            .unwrap();
+        let decisions = evalsha(&mut owner.connect(), ratelimit::script::sha1_hex(), &call, None)
+            .unwrap_or_else(|e| panic!("{identity} on its owner: {e}"));
+        assert_eq!((decisions[0][0].remaining, decisions[0][1].remaining), (8, 4), "{identity}: {decisions:?}");
+        assert_eq!(decisions[0][0].overridden.map(|o| o.limit), Some(9));
+    }
+}

@@ -8,6 +8,7 @@
 use host_tests::redis_server::RedisServer;
 use host_tests::script::{evalsha_raw, every_decided, load, sim_expiry_script, test_script, SimulatedExpiry};
 use ratelimit::algorithm::Algorithm;
+use ratelimit::keys::override_key;
 use ratelimit::outcome::LimitOutcome;
 use ratelimit::spec::LimitSpec;
 use ratelimit::spec::{DecisionCall, LimitCall, Op};
@@ -58,6 +59,30 @@ impl Fixture {
     pub fn run(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<LimitOutcome>>, String> {
         let call = ScriptCall::new("t", Instant::from_ms(now), batch);
         self.run_call(&call, now)
+    }
+
+    /// `run`, each decision reading its client's overrides.
+    pub fn run_overrides(&mut self, now: u64, batch: &[DecisionCall]) -> Result<Vec<Vec<LimitOutcome>>, String> {
+        let call = ScriptCall::with_overrides("t", Instant::from_ms(now), batch, true);
+        self.run_call(&call, now)
+    }
+
+    /// An operator writes `text` as the override of `rule` for `identity`,
+    /// for `px` ms (`None`: without an expiry).
+    pub fn set_override(&mut self, identity: &str, rule: &str, text: &str, px: Option<u64>) {
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(override_key("t", identity, rule)).arg(text);
+        if let Some(px) = px {
+            cmd.arg("PX").arg(px);
+        }
+        let () = cmd.query(&mut self.conn).unwrap();
+    }
+
+    /// The override of `rule` for `identity` as Redis holds it, and its PTTL.
+    pub fn override_of(&mut self, identity: &str, rule: &str) -> (Option<String>, i64) {
+        let key = override_key("t", identity, rule);
+        let text: Option<String> = redis::cmd("GET").arg(&key).query(&mut self.conn).unwrap();
+        (text, redis::cmd("PTTL").arg(&key).query(&mut self.conn).unwrap())
     }
 
     /// Runs a prepared call at `now`.

@@ -16,6 +16,7 @@ mod fixture;
 mod lines;
 mod offsets;
 mod ops;
+mod overrides;
 mod properties;
 mod slots;
 mod stored;

@@ -19,14 +19,14 @@ use ratelimit::spec::{LimitSpec, Mark, COUNT};
 use crate::fixture::{max_ttl, spec, Fixture, T0};
 use ratelimit::time::Instant;
 
-const RULES: [&str; 4] = ["r0", "r1", "r2", "r3"];
+pub const RULES: [&str; 4] = ["r0", "r1", "r2", "r3"];
 
 /// One limit of the scenario: its spec and the offset its fixed window
 /// takes when a decision shifts it.
 #[derive(Clone, Copy, Debug)]
-struct Limit {
-    spec: LimitSpec,
-    offset_ms: u64,
+pub struct Limit {
+    pub spec: LimitSpec,
+    pub offset_ms: u64,
 }
 
 fn limit() -> impl Strategy<Value = Limit> {
@@ -40,7 +40,7 @@ fn limit() -> impl Strategy<Value = Limit> {
 
 /// A decision as random numbers: client b?, a charge?, which limits, and
 /// per limit an op and an amount seed; shifted fixed windows?
-type RawDecision = (bool, bool, u8, [u8; 4], [u64; 4], bool);
+pub type RawDecision = (bool, bool, u8, [u8; 4], [u64; 4], bool);
 
 fn raw_decision() -> impl Strategy<Value = RawDecision> {
     (
@@ -55,7 +55,7 @@ fn raw_decision() -> impl Strategy<Value = RawDecision> {
 
 /// Limits (distinct algorithm and window, as the config requires) and steps
 /// of (ms to advance, a batch of decisions).
-fn scenario() -> impl Strategy<Value = (Vec<Limit>, Vec<(u64, Vec<RawDecision>)>)> {
+pub fn scenario() -> impl Strategy<Value = (Vec<Limit>, Vec<(u64, Vec<RawDecision>)>)> {
     let limits = prop::collection::vec(limit(), 1..5).prop_map(|mut v| {
         v.sort_by_key(|l| (l.spec.algorithm.code(), l.spec.window_ms));
         v.dedup_by_key(|l| (l.spec.algorithm.code(), l.spec.window_ms));
@@ -75,14 +75,14 @@ fn capacity(spec: &LimitSpec) -> u64 {
 }
 
 /// The marks each client's reservations were given, per limit.
-type Marks = BTreeMap<(bool, usize), Vec<Mark>>;
+pub type Marks = BTreeMap<(bool, usize), Vec<Mark>>;
 
 /// The limits of one decision: a charge or a refund of each chosen limit
 /// but the sliding logs, or a use, reservation (buckets) or check of each,
 /// amounts up to one past the capacity (a charge or refund up to twice it;
 /// a refund of a reservation taken up to two windows before `now`, and on
 /// a bucket with the mark of one of `marks`, or a made-up one).
-fn plan(limits: &[Limit], raw: &RawDecision, now: u64, marks: &Marks) -> Vec<LimitCall<'static>> {
+pub fn plan(limits: &[Limit], raw: &RawDecision, now: u64, marks: &Marks) -> Vec<LimitCall<'static>> {
     let &(b, charge, mask, ops, seeds, shift) = raw;
     let mut calls = Vec::new();
     for (i, l) in limits.iter().enumerate() {

@@ -86,11 +86,11 @@ impl crate::pipeline::Claims for NoClaims {
 }
 
 fn allow(remaining: u64, reset_ms: u64) -> LimitOutcome {
-    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0) }
+    LimitOutcome { allowed: true, remaining, reset_ms, retry_after_ms: Some(0), overridden: None }
 }
 
 fn deny(remaining: u64, reset_ms: u64, retry: u64) -> LimitOutcome {
-    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry) }
+    LimitOutcome { allowed: false, remaining, reset_ms, retry_after_ms: Some(retry), overridden: None }
 }
 
 fn header<'a>(o: &'a Outcome, name: &str) -> Option<&'a str> {

@@ -296,11 +296,17 @@ fn the_decoder_reads_each_value_by_its_name_in_the_layout() {
     for (value, expected) in [
         (
             [("allowed", 1), ("remaining", 7), ("reset_ms", 30_000), ("retry_after_ms", 0)],
-            LimitOutcome { allowed: true, remaining: 7, reset_ms: 30_000, retry_after_ms: Some(0) },
+            LimitOutcome { allowed: true, remaining: 7, reset_ms: 30_000, retry_after_ms: Some(0), overridden: None },
         ),
         (
             [("allowed", 0), ("remaining", 3), ("reset_ms", 50_000), ("retry_after_ms", 20_000)],
-            LimitOutcome { allowed: false, remaining: 3, reset_ms: 50_000, retry_after_ms: Some(20_000) },
+            LimitOutcome {
+                allowed: false,
+                remaining: 3,
+                reset_ms: 50_000,
+                retry_after_ms: Some(20_000),
+                overridden: None,
+            },
         ),
     ] {
         let ints: Vec<i64> =

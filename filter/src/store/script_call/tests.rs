@@ -109,7 +109,7 @@ fn ints(values: &[i64]) -> ScriptReply {
 }
 
 fn d(allowed: bool, remaining: u64, reset_ms: u64, retry_after_ms: Option<u64>) -> LimitOutcome {
-    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms }
+    LimitOutcome { allowed, remaining, reset_ms, retry_after_ms, overridden: None }
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -290,4 +290,112 @@ fn a_reservation_admitted_says_its_lead_and_mark_and_its_refund_sends_the_mark()
     let refund = [limit(BUCKET, Op::Refund { amount: 1, at: Instant::from_ms(0), mark })];
     let call = ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "b", limits: &refund }]);
     assert_eq!(call.args[6..], ["1", "1", "1", "f", "1", "1700000000000:41", "1", "1"]);
+}
+
+/// `a` uses two limits of rule "api" and one of rule "llm"; `b` gives a
+/// reservation back (a refund reads no override), both reading overrides.
+fn with_overrides() -> ScriptCall {
+    let a = [
+        limit(MINUTE, Op::Use(1)),
+        limit(DAY, Op::Use(1)),
+        LimitCall { rule: "llm", spec: BUCKET, op: Op::Use(2), offset_ms: None },
+    ];
+    let b = [limit(DAY, Op::Refund { amount: 3, at: Instant::from_ms(0), mark: None })];
+    ScriptCall::with_overrides(
+        "rl",
+        Instant::from_ms(60_000),
+        &[DecisionCall { identity: "a", limits: &a }, DecisionCall { identity: "b", limits: &b }],
+        true,
+    )
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn a_decision_reading_overrides_names_one_key_per_rule_first_and_starts_each_rule_in_capitals() {
+    let call = with_overrides();
+    assert_eq!(
+        call.keys,
+        [
+            "rl:{a}:api:override",
+            "rl:{a}:llm:override",
+            "rl:{a}:api:sw:60000:1",
+            "rl:{a}:api:sw:60000:0",
+            "rl:{a}:api:fw:86400000:0",
+            "rl:{a}:llm:tb:1000",
+            "rl:{b}:api:fw:86400000:0",
+        ]
+    );
+    // a's shape: api's first op in capitals, then llm's; b reads none.
+    let args: Vec<&str> = call.args.iter().map(String::as_str).collect();
+    let shapes = ["3", "1", "U", "1", "0", "2", "u", "1", "0", "3", "U", "2", "0", "1", "2", "f", "3", "0"];
+    assert_eq!(args[args.len() - 4 - shapes.len()..], [&["2"][..], &shapes, &["2", "1", "2"]].concat());
+    // The most it may say: a's 12 values and 3 limits; b's 4 values.
+    assert_eq!(call.reply_len(), 12 + 3 + 4);
+    // Off, the same decisions read nothing.
+    let a = [limit(MINUTE, Op::Use(1))];
+    let off =
+        ScriptCall::with_overrides("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &a }], false);
+    assert_eq!(off, ScriptCall::new("rl", Instant::from_ms(0), &[DecisionCall { identity: "a", limits: &a }]));
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn an_override_state_in_the_first_allowed_brings_each_limits_limit_after_the_values() {
+    let call = with_overrides();
+    let a = [1, 99, 120_000, 0, 1, 9_999, 86_400_000, 0, 1, 3, 334, 0];
+    let b = [1, 0, 0, 0];
+    // No override of a: its values as any decision's.
+    let got = call.decode(&ints(&[&a[..], &b].concat())).unwrap();
+    assert!(got[0].as_ref().unwrap().iter().all(|o| o.overridden.is_none()), "{got:?}");
+    // api's minute raised to 150 (149 remaining is possible for it), llm
+    // blocked, a reset applied: state 3, the first allowed 1 + 6.
+    let mut a_raised = a;
+    a_raised[0] = 7;
+    a_raised[1] = 149;
+    a_raised[8..12].copy_from_slice(&[0, 0, 5_000, 5_000]);
+    let got = call.decode(&ints(&[&a_raised[..], &[150, 10_000, 0], &b].concat())).unwrap();
+    let a_got = got[0].as_ref().unwrap();
+    let over = |limit| Some(Overridden { limit, reset: true });
+    assert_eq!(a_got.iter().map(|o| o.overridden).collect::<Vec<_>>(), [over(150), over(10_000), over(0)]);
+    assert_eq!((a_got[0].allowed, a_got[0].remaining), (true, 149));
+    assert_eq!((a_got[2].allowed, a_got[2].retry_after_ms), (false, Some(5_000)));
+    assert_eq!(got[1], Ok(vec![d(true, 0, 0, Some(0))]), "the refund reads no override");
+    // State 1 (allowed 1 + 2): no reset.
+    let mut one = a_raised;
+    one[0] = 3;
+    let got = call.decode(&ints(&[&one[..], &[150, 10_000, 0], &b].concat())).unwrap();
+    assert_eq!(got[0].as_ref().unwrap()[0].overridden, Some(Overridden { limit: 150, reset: false }));
+    let malformed = |what| Err(StoreError::Malformed(what));
+    let impossible = malformed("impossible decision values");
+    // 149 remaining under the configured 100; a limit where none can be.
+    assert_eq!(call.decode(&ints(&[&one[..], &[100, 10_000, 3], &b].concat())), impossible);
+    assert_eq!(call.decode(&ints(&[&one[..], &[150, 10_000, -5], &b].concat())), impossible);
+    // A block that admits, or with a retry that is not its reset.
+    let mut admits = one;
+    admits[8] = 1;
+    assert_eq!(call.decode(&ints(&[&admits[..], &[150, 10_000, 0], &b].concat())), impossible);
+    let mut uneven = one;
+    uneven[10] = 4_000;
+    assert_eq!(call.decode(&ints(&[&uneven[..], &[150, 10_000, 0], &b].concat())), impossible);
+    // An allowed of 4 or 8 says no state (an impossible allowed either way).
+    for v in [4, 5, 8] {
+        let mut bad = a;
+        bad[0] = v;
+        assert_eq!(call.decode(&ints(&[&bad[..], &[150, 10_000, 0], &b].concat())), impossible, "{v}");
+    }
+    // A state without the limits after; a decision reading none with one.
+    let short = call.decode(&ints(&[&one[..], &b].concat()));
+    assert!(matches!(short, Err(StoreError::Malformed(_))), "{short:?}");
+    let wrong = malformed("wrong number of values for the limits asked");
+    assert_eq!(call.decode(&ints(&[&one[..], &[150, 10_000, 2]].concat())), wrong, "b's values missing");
+    assert_eq!(call.decode(&ints(&[&a[..], &[3, 0, 0, 0]].concat())), impossible, "b reads no override");
+    // A decision that failed in Redis says no override.
+    let mut failed = ScriptReply::default();
+    failed.push_text(WRONGTYPE.into());
+    (0..11).for_each(|_| failed.push_int(0));
+    b.iter().for_each(|&v| failed.push_int(v));
+    assert_eq!(
+        call.decode(&failed),
+        Ok(vec![Err(StoreError::Redis(WRONGTYPE.into())), Ok(vec![d(true, 0, 0, Some(0))])])
+    );
 }

@@ -38,6 +38,7 @@ fn a_burst_of_answers_from_one_client_waits_as_one_charge_of_their_sum() {
     let host = FakeHost::new();
     let (mut w, k) = admitted(&host, 101);
     w.on_response_headers(&host, 1, &Usage("7"), true);
+    assert!(host.access_log.borrow().contains(&(1, "ratelimit_charge", "7".into())), "told the access log");
     assert_eq!(host.sent.borrow().len(), k + 1, "the first charge goes at once");
     assert!(host.body(k).contains("/g/7/0/"), "{}", host.body(k));
     for s in 2..=100 {

@@ -144,3 +144,32 @@ fn a_lease_in_hand_admits_while_the_store_is_down_and_an_expired_one_does_not() 
     w.on_request(&host, 102, &user("/api", "a"));
     assert_eq!(host.metrics.get(0, Event::FallbackAllowed), 1);
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn with_overrides_on_a_lease_ends_within_their_bound_of_its_ask() {
+    const LONG: &str = r#"{"name":"hot","match":{"path_prefix":"/api"},"key":["header:x-user"],
+        "lease":{"max_units":10,"max_age":"10s"},"limits":[{"algorithm":"fixed_window","limit":1000,"window":"1m"}]}"#;
+    let host = FakeHost::new();
+    let store = r#","batch":{"max_in_flight":1}},"overrides":{"within":"300ms""#;
+    let mut w = Worker::new(config(store, LONG), Instant::from_ms(NOW));
+    // Each decision reads overrides, none set: its reply as any.
+    let none = |remaining| allow(remaining, 40_000).to_vec();
+    for s in 0..HOT_AFTER as u32 {
+        w.on_request(&host, s, &user("/api", "a"));
+        let call = host.sent.borrow().len() - 1;
+        w.on_answer(&host, host.token(call), ints(&none(900)));
+    }
+    let call = host.sent.borrow().len();
+    w.on_request(&host, 100, &user("/api", "a"));
+    assert_eq!(host.decisions_in(call), 2, "the request and its lease");
+    w.on_answer(&host, host.token(call), ints(&[none(900), none(890)].concat()));
+    assert_eq!(host.metrics.get(0, Event::LeaseGranted), 1);
+    // Its window lasts 40 s more and max_age is 10 s: 300 ms is the end.
+    host.now.set(NOW + 299);
+    assert_eq!(w.on_request(&host, 101, &user("/api", "a")), Action::Continue, "from the lease");
+    host.now.set(NOW + 300);
+    let calls = host.sent.borrow().len();
+    assert_eq!(w.on_request(&host, 102, &user("/api", "a")), Action::Pause, "the store again");
+    assert_eq!(host.sent.borrow().len(), calls + 1);
+}

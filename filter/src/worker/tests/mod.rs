@@ -25,6 +25,8 @@ struct FakeHost {
     request_headers: RefCell<Vec<(String, String)>>,
     request_bodies: RefCell<Vec<(u64, Vec<u8>)>>,
     replied: RefCell<Vec<(u32, LocalReply)>>,
+    /// The access log's fields, by stream, in the order written.
+    access_log: RefCell<Vec<(u32, &'static str, String)>>,
     warnings: RefCell<Vec<String>>,
     calls: Cell<usize>,
     random: Cell<u64>,
@@ -76,14 +78,20 @@ impl Host for FakeHost {
         self.request_bodies.borrow_mut().push((len, body.to_vec()));
         true
     }
-    fn resume(&self, stream: u32) {
+    fn resume(&self, stream: u32, log: &[access_log::Field]) {
+        self.annotate(stream, log);
         self.resumed.borrow_mut().push(stream);
     }
-    fn reply(&self, stream: u32, reply: &LocalReply) {
+    fn reply(&self, stream: u32, reply: &LocalReply, log: &[access_log::Field]) {
+        self.annotate(stream, log);
         self.replied.borrow_mut().push((stream, reply.clone()));
     }
     fn warn(&self, message: &str) {
         self.warnings.borrow_mut().push(message.to_string());
+    }
+    fn annotate(&self, stream: u32, fields: &[access_log::Field]) {
+        let mut log = self.access_log.borrow_mut();
+        log.extend(fields.iter().map(|(n, v)| (stream, *n, v.clone())));
     }
 }
 
@@ -173,6 +181,50 @@ fn a_decision_goes_at_once_and_its_answer_resumes_the_request_with_headers() {
     let headers = w.on_response_headers(&host, 2, &NoHeaders, false);
     assert!(headers.contains(&("x-ratelimit-remaining", "2".into())), "{headers:?}");
     assert_eq!(w.sizes(), (0, 0, 0), "nothing left behind");
+}
+
+#[test]
+#[wasm_bindgen_test]
+fn the_access_log_is_told_each_requests_decision_on_its_own_stream() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config("", API), Instant::from_ms(NOW));
+    w.on_request(&host, 2, &user("/api", "a"));
+    w.on_request(&host, 3, &user("/api", "b"));
+    assert!(host.access_log.borrow().is_empty(), "nothing before the decision");
+    assert_eq!(host.sent.borrow().len(), 2, "a call each");
+    w.on_answer(&host, host.token(0), ints(&ALLOW));
+    w.on_answer(&host, host.token(1), ints(&DENY));
+    let log = host.access_log.borrow().clone();
+    let of = |stream: u32| -> Vec<(&str, String)> {
+        log.iter().filter(|(s, _, _)| *s == stream).map(|(_, n, v)| (*n, v.clone())).collect()
+    };
+    assert_eq!(
+        of(2),
+        [
+            ("ratelimit_rule", "api".to_string()),
+            ("ratelimit_limit", "3/1m".into()),
+            ("ratelimit_remaining", "2".into()),
+            ("ratelimit_decided_by", "store".into()),
+        ]
+    );
+    assert_eq!(
+        of(3),
+        [
+            ("ratelimit_rule", "api".to_string()),
+            ("ratelimit_limit", "3/1m".into()),
+            ("ratelimit_remaining", "0".into()),
+            ("ratelimit_decided_by", "store".into()),
+            ("ratelimit_retry_after", "5".into()),
+        ]
+    );
+    // The next of b's is answered from the cache in its own callback.
+    host.access_log.borrow_mut().clear();
+    assert_eq!(w.on_request(&host, 4, &user("/api", "b")), Action::Pause);
+    assert!(host.access_log.borrow().contains(&(4, "ratelimit_decided_by", "deny_cache".into())));
+    // A request no rule applies to is told nothing.
+    host.access_log.borrow_mut().clear();
+    assert_eq!(w.on_request(&host, 5, &user("/static", "a")), Action::Continue);
+    assert!(host.access_log.borrow().is_empty());
 }
 
 #[test]
