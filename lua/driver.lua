@@ -216,19 +216,7 @@ for s = 1, S do
     local elapsed = now % window
     sp[o + S_P1], sp[o + S_P2] = elapsed, fmt('%d', window - elapsed)
   elseif c == 'tb' or c == 'gc' then
-    local tol = burst * window
-    local q = floor(tol / limit)
-    local r = tol - q * limit
-    -- The cap: min(2 x tolerance, 2^53 - 1 ms); past 2^53 only compared.
-    -- (2 x tolerance < 2^54 units: at TOP ms its remainder is 0.)
-    local c2, r2 = 2 * q, 2 * r
-    if r >= limit - r then
-      c2, r2 = c2 + 1, r - (limit - r)
-    end
-    if c2 > TOP then
-      c2, r2 = TOP, 0
-    end
-    sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4] = q, r, c2, r2
+    sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4] = tolerance(burst, window, limit)
   end
   a = a + 4
 end

@@ -72,17 +72,7 @@ for j = 1, nr do
           local e = { n, b, sp[o + S_P1], sp[o + S_P2], sp[o + S_P3], sp[o + S_P4] }
           if c == 'tb' or c == 'gc' then
             -- The spec loop's tolerance and debt cap, for this limit.
-            local tol = b * window
-            local q = floor(tol / n)
-            local rr = tol - q * n
-            local c2, r2 = 2 * q, 2 * rr
-            if rr >= n - rr then
-              c2, r2 = c2 + 1, rr - (n - rr)
-            end
-            if c2 > TOP then
-              c2, r2 = TOP, 0
-            end
-            e[3], e[4], e[5], e[6] = q, rr, c2, r2
+            e[3], e[4], e[5], e[6] = tolerance(b, window, n)
           end
           plan[li] = e
         end

@@ -40,3 +40,21 @@ local function posint(s)
   end
   return nil
 end
+
+-- A bucket's (token_bucket, gcra) tolerance burst x window in whole
+-- intervals of limit: q, r = divmod(tolerance, limit); and its debt cap,
+-- min(2 x tolerance, 2^53 - 1 ms) as c2, r2 (past 2^53 only compared;
+-- 2 x tolerance < 2^54 units: at TOP ms its remainder is 0).
+local function tolerance(burst, window, limit)
+  local tol = burst * window
+  local q = floor(tol / limit)
+  local r = tol - q * limit
+  local c2, r2 = 2 * q, 2 * r
+  if r >= limit - r then
+    c2, r2 = c2 + 1, r - (limit - r)
+  end
+  if c2 > TOP then
+    c2, r2 = TOP, 0
+  end
+  return q, r, c2, r2
+end
