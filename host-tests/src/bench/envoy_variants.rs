@@ -275,16 +275,13 @@ pub fn replace_wasm_block(text: &str, block: &str) -> String {
 mod tests {
     use super::*;
 
+    fn template() -> EnvoyTemplate {
+        EnvoyTemplate { listener: 1, admin: 2, backend: 3, webdis: 4, module: "m.wasm".into(), plugin_config: None }
+    }
+
     #[test]
     fn the_authz_cluster_closes_the_cluster_list() {
-        let t = EnvoyTemplate {
-            listener: 1,
-            admin: 2,
-            backend: 3,
-            webdis: 4,
-            module: "m.wasm".into(),
-            plugin_config: None,
-        };
+        let t = template();
         let text = Variant::ExtAuthz.config(&t, 5);
         assert!(!text.contains("envoy.filters.http.wasm"));
         let clusters = text.find("  clusters:").unwrap();
@@ -302,14 +299,7 @@ mod tests {
 
     #[test]
     fn the_access_log_is_left_out_or_written_to_nowhere_and_overrides_are_one_field() {
-        let t = EnvoyTemplate {
-            listener: 1,
-            admin: 2,
-            backend: 3,
-            webdis: 4,
-            module: "m.wasm".into(),
-            plugin_config: None,
-        };
+        let t = template();
         let text = Variant::Allowed(Batching::On).config(&t, 5);
         assert!(!text.contains("access_log") && !text.contains("FILTER_STATE") && text.contains("route_config:"));
         let kept = access_log(&render(&t), true);
