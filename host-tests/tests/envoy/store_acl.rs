@@ -340,6 +340,7 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     for cmd in [
         redis::cmd("GET").arg(format!("demo:{{{b}}}:fw:3600000:0")).clone(),
         redis::cmd("SET").arg("demo:x").arg("1").clone(),
+        redis::cmd("SADD").arg("demo:x").arg("1").clone(),
         redis::cmd("KEYS").arg("*").clone(),
         redis::cmd("FLUSHALL"),
     ] {
