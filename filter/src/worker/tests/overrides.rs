@@ -183,3 +183,20 @@ fn a_due_poll_goes_with_a_request_when_the_timer_is_late() {
     assert_eq!(host.body(call), "SMEMBERS/t%3Aoverrides");
     assert_eq!(read(&host, call + 1), Vec::<String>::new());
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_pinned_host_polls_on_the_timer_only() {
+    let host = FakeHost::new();
+    let mut w = Worker::new(config(OVERRIDES, API), Instant::from_ms(NOW));
+    w.pin_calls_to_streams();
+    assert!(w.tick_period_ms() <= 250, "set once: at most a quarter of within");
+    // A request's call carries its decision only (its answer comes back in
+    // that request's context).
+    assert_eq!(decide(&mut w, &host, 1, "alice"), [key("alice")]);
+    let poll = tick(&mut w, &host, 0).unwrap();
+    assert_eq!(host.body(poll), "SMEMBERS/t%3Aoverrides");
+    w.on_answer(&host, host.token(poll), members(&[]));
+    host.now.set(NOW + 600);
+    assert_eq!(decide(&mut w, &host, 2, "alice"), Vec::<String>::new(), "a poll due, not sent with it");
+}
