@@ -200,3 +200,17 @@ fn a_pinned_host_polls_on_the_timer_only() {
     host.now.set(NOW + 600);
     assert_eq!(decide(&mut w, &host, 2, "alice"), Vec::<String>::new(), "a poll due, not sent with it");
 }
+
+#[test]
+#[wasm_bindgen_test]
+fn a_client_the_index_does_not_name_sends_the_call_it_would_without_overrides() {
+    let (on, off) = (FakeHost::new(), FakeHost::new());
+    let mut with = Worker::new(config(OVERRIDES, API), Instant::from_ms(NOW));
+    let mut without = Worker::new(config("", API), Instant::from_ms(NOW));
+    let poll = tick(&mut with, &on, 0).unwrap();
+    with.on_answer(&on, on.token(poll), members(&[&key("alice")]));
+    let call = on.sent.borrow().len();
+    decide(&mut with, &on, 1, "bob");
+    decide(&mut without, &off, 1, "bob");
+    assert_eq!(on.sent.borrow()[call].1, off.sent.borrow()[0].1, "byte for byte");
+}
