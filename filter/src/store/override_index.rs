@@ -18,8 +18,9 @@ use crate::time::{Instant, Millis};
 pub const MAX_MEMBERS: usize = 10_000;
 
 /// The largest poll reply read: `MAX_MEMBERS` override keys of 100 bytes
-/// (a domain of 32, an identity of 64 at most as keys carry it); a larger
-/// one is a failed poll.
+/// (a domain of 32, an identity of 64 at most as keys carry it, a rule
+/// name of a few letters); a larger one is a failed poll (every decision
+/// reads its overrides).
 pub const MAX_INDEX_BYTES: usize = MAX_MEMBERS * 100;
 
 /// What a worker knows of the index.
