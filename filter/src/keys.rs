@@ -66,6 +66,13 @@ pub fn override_key(domain: &str, identity: &str, rule: &str) -> String {
     format!("{domain}:{{{identity}}}:{rule}:override")
 }
 
+/// The index of overrides of `domain`: a set whose members are the
+/// override keys an operator wrote (`store::override_index`). In no
+/// client's hash slot: polled by a call of its own.
+pub fn override_index_key(domain: &str) -> String {
+    format!("{domain}:overrides")
+}
+
 /// The code in a limit's key names: its algorithm's, or `fo` for a fixed
 /// window with an offset.
 pub fn key_code(spec: &LimitSpec, offset_ms: Option<u64>) -> &'static str {

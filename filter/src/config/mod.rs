@@ -91,7 +91,7 @@ pub struct Config {
     /// Retry-After gets a random extra of up to this share of the wait, in
     /// millionths (0: exact).
     pub retry_after_jitter_ppm: u32,
-    /// Operators' overrides read with every decision, if on.
+    /// Operators' overrides, if on (read for the clients their index names).
     pub overrides: Option<Overrides>,
     /// The rules, in order.
     pub rules: Vec<Rule>,

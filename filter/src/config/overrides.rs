@@ -1,8 +1,11 @@
-//! `overrides`: `{"enabled": true, "within": "1s"}`. Each decision then
-//! reads its client's overrides, which an operator writes in Redis (a
-//! limit, a block, a reset: `lua/override.lua`), and every proxy applies a
-//! change within `within`: no cached denial nor lease of this proxy is
-//! trusted longer than that after the store decided it.
+//! `overrides`: `{"enabled": true, "within": "1s"}`. Each worker then
+//! polls the index of overrides every half of `within`, and a decision of
+//! a client it names reads its client's overrides, which an operator
+//! writes in Redis (a limit, a block, a reset: `lua/override.lua`). Every
+//! proxy applies a change within twice `within`: an answer of the index
+//! is trusted `within` after its poll (`store::override_index`), and no
+//! cached denial nor lease of this proxy longer than that after the store
+//! decided it.
 
 use super::duration::{parse_ms, DURATION_HELP};
 use super::error::ConfigError;
@@ -13,7 +16,7 @@ use crate::time::Millis;
 /// The bound when the configuration gives none.
 pub const DEFAULT_WITHIN: Millis = Millis::of(1_000);
 
-/// Overrides read with every decision.
+/// Overrides read by the decisions of the clients the index names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overrides {
     /// How long after an override is written every proxy applies it: what

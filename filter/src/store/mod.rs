@@ -2,6 +2,7 @@
 
 pub mod batcher;
 pub mod flow;
+pub mod override_index;
 pub mod resp;
 pub mod script_call;
 pub mod stats;

@@ -5,6 +5,7 @@
 
 use super::{redis_error, Reply, StoreError};
 use crate::script::{sha1_hex, SCRIPT};
+use crate::store::override_index::{members_of, MAX_MEMBERS};
 use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// Longest bulk string accepted (INFO is the longest reply, a few KB).
@@ -62,6 +63,25 @@ pub fn decode_info(input: &[u8]) -> Result<String, StoreError> {
         Value::Bulk(Some(text)) => Ok(String::from_utf8_lossy(&text).into_owned()),
         Value::Error(e) => Err(redis_error(&e)),
         _ => Err(StoreError::Malformed("INFO reply")),
+    }
+}
+
+/// The members from a RESP reply to `SMEMBERS`, at most `MAX_MEMBERS`
+/// (a longer array is refused before it is read).
+pub fn decode_members(input: &[u8]) -> Result<Vec<String>, StoreError> {
+    match decode(input, MAX_MEMBERS)? {
+        Value::Array(Some(items)) => {
+            let mut members = Vec::with_capacity(items.len());
+            for item in items {
+                match item {
+                    Value::Bulk(Some(m)) => members.push(m),
+                    _ => return Err(StoreError::Malformed("a member is not a string")),
+                }
+            }
+            Ok(members_of(members))
+        }
+        Value::Error(e) => Err(redis_error(&e)),
+        _ => Err(StoreError::Malformed("SMEMBERS reply")),
     }
 }
 
@@ -240,5 +260,33 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+
+    #[test]
+    #[wasm_bindgen_test]
+    fn index_members_decode_and_hostile_replies_are_errors() {
+        assert_eq!(decode_members(b"*0\r\n"), Ok(vec![]));
+        assert_eq!(
+            decode_members(b"*3\r\n$3\r\nd:a\r\n$3\r\n\xff\xfex\r\n$0\r\n\r\n"),
+            Ok(vec!["d:a".to_string(), String::new()]),
+            "a member that is not UTF-8 is no key the filter reads"
+        );
+        let cases: &[(&[u8], StoreError)] = &[
+            (b"$3\r\nabc\r\n", StoreError::Malformed("SMEMBERS reply")),
+            (b"*-1\r\n", StoreError::Malformed("SMEMBERS reply")),
+            (b"*1\r\n:1\r\n", StoreError::Malformed("a member is not a string")),
+            (b"*1\r\n$-1\r\n", StoreError::Malformed("a member is not a string")),
+            (b"*1\r\n*0\r\n", StoreError::Malformed("a member is not a string")),
+            (b"*10001\r\n", StoreError::Malformed("array length out of range")),
+            (b"*2\r\n$1\r\na\r\n", StoreError::Malformed("truncated reply")),
+            (b"-NOPERM no\r\n", StoreError::Redis("NOPERM no".into())),
+        ];
+        for (input, want) in cases {
+            assert_eq!(&decode_members(input), &Err(want.clone()), "{:?}", String::from_utf8_lossy(input));
+        }
+        let mut many = format!("*{MAX_MEMBERS}\r\n").into_bytes();
+        (0..MAX_MEMBERS)
+            .for_each(|i| many.extend_from_slice(format!("${}\r\n{i}\r\n", i.to_string().len()).as_bytes()));
+        assert_eq!(decode_members(&many).map(|m| m.len()), Ok(MAX_MEMBERS));
     }
 }

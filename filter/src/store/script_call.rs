@@ -90,6 +90,13 @@ impl ScriptCall {
     /// `lua/driver.lua`): one override key per rule (a run of its limits),
     /// before its limits' keys.
     pub fn with_overrides(domain: &str, now: Instant, decisions: &[DecisionCall<'_>], overrides: bool) -> ScriptCall {
+        ScriptCall::reading(domain, now, decisions, &vec![overrides; decisions.len()])
+    }
+
+    /// `with_overrides`, decision `i` reading its client's overrides when
+    /// `reads[i]` (the index of overrides names one of its rules: a
+    /// decision without reads nothing more than with overrides off).
+    pub fn reading(domain: &str, now: Instant, decisions: &[DecisionCall<'_>], reads: &[bool]) -> ScriptCall {
         let now_ms = now.ms();
         // Plain loops and pushes: every iterator adapter here would be code
         // in the shipped module, which has a size budget.
@@ -123,12 +130,12 @@ impl ScriptCall {
         // front), sent once for every decision doing the same.
         let mut shapes: Vec<Vec<String>> = Vec::new();
         let mut picks: Vec<String> = Vec::with_capacity(decisions.len());
-        for d in decisions {
+        for (i, d) in decisions.iter().enumerate() {
             let mut shape = Vec::with_capacity(1 + d.limits.len() * 4);
             shape.push(d.limits.len().to_string());
             // Reading overrides: an override key per rule first, and the op
             // of each rule's first limit in capitals.
-            let reads = overrides && d.limits.iter().any(|l| l.op.reads_overrides());
+            let reads = reads.get(i) == Some(&true) && d.limits.iter().any(|l| l.op.reads_overrides());
             let mut previous = None;
             for l in d.limits.iter().filter(|_| reads) {
                 if previous != Some(l.rule) {

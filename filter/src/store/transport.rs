@@ -84,6 +84,14 @@ pub fn info(transport: Transport) -> Wire {
     }
 }
 
+/// The request for the index of overrides, the set `key` (`SMEMBERS`).
+pub fn members(transport: Transport, key: &str) -> Wire {
+    match transport {
+        Transport::Webdis => webdis_wire(webdis::smembers(key)),
+        Transport::Redis => Wire::Resp(resp::command(&["SMEMBERS", key])),
+    }
+}
+
 fn webdis_wire(r: webdis::WebdisRequest) -> Wire {
     Wire::Http { method: r.method, path: r.path, body: r.body }
 }
@@ -104,6 +112,15 @@ pub fn decode_info(answer: Answer) -> Result<String, StoreError> {
         Answer::Failed(e) => Err(e),
         Answer::Http { status, body } => webdis::decode_info(status, &body),
         Answer::Resp(bytes) => resp::decode_info(&bytes),
+    }
+}
+
+/// Decodes the answer to `members`.
+pub fn decode_members(answer: Answer) -> Result<Vec<String>, StoreError> {
+    match answer {
+        Answer::Failed(e) => Err(e),
+        Answer::Http { status, body } => webdis::decode_members(status, &body),
+        Answer::Resp(bytes) => resp::decode_members(&bytes),
     }
 }
 

@@ -19,6 +19,7 @@ use crate::percent::encode_into;
 use crate::script::sha1_hex;
 use crate::secret::Secret;
 use crate::spec::LimitSpec;
+use crate::store::override_index::MAX_MEMBERS;
 use crate::store::script_call::{ScriptCall, ScriptReply};
 
 /// The largest EVALSHA body webdis reliably takes.
@@ -83,6 +84,15 @@ pub fn info() -> WebdisRequest {
     WebdisRequest { method: "GET", path: "/INFO", body: Vec::new() }
 }
 
+/// The request for the members of the set `key` (`SMEMBERS`: the index
+/// of overrides). Its one argument is a key ending in letters, never an
+/// output-format suffix.
+pub fn smembers(key: &str) -> WebdisRequest {
+    let mut body = String::from("SMEMBERS/");
+    encode_into(&mut body, key);
+    WebdisRequest { method: "POST", path: "/", body: body.into_bytes() }
+}
+
 /// The `Authorization` value for webdis's ACL: `Basic ` and the base64 of
 /// `username:password` (padded, one line: webdis compares the text as is);
 /// `None` without a credential.
@@ -119,6 +129,27 @@ pub fn decode_info(status: Option<u32>, body: &[u8]) -> Result<String, StoreErro
             Ok(fields.iter().filter_map(|(k, v)| v.as_str().map(|v| format!("{k}:{v}\n"))).collect())
         }
         _ => Err(StoreError::Malformed("INFO reply")),
+    }
+}
+
+/// The members from webdis's reply to `SMEMBERS` (JSON strings: UTF-8).
+pub fn decode_members(status: Option<u32>, body: &[u8]) -> Result<Vec<String>, StoreError> {
+    match decode(status, body, "SMEMBERS")? {
+        Value::Array(items) => match items.first() {
+            Some(Value::Bool(false)) => Err(redis_error(items.get(1).and_then(Value::as_str).unwrap_or(""))),
+            _ if items.len() > MAX_MEMBERS => Err(StoreError::Malformed("too many members")),
+            _ => {
+                let mut members = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        Value::String(m) => members.push(m),
+                        _ => return Err(StoreError::Malformed("a member is not a string")),
+                    }
+                }
+                Ok(members)
+            }
+        },
+        _ => Err(StoreError::Malformed("SMEMBERS reply")),
     }
 }
 

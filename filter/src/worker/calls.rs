@@ -159,7 +159,7 @@ impl Worker {
         let idle = self.config.store.stats_interval.ms().min(self.permit_tick_ms.unwrap_or(u64::MAX));
         // Bodies are waited for on the timer (a pinned host's is set once).
         let body = self.body_tick_ms.filter(|_| self.pinned || self.bodies_waiting > 0);
-        let idle = idle.min(body.unwrap_or(u64::MAX));
+        let idle = idle.min(body.unwrap_or(u64::MAX)).min(self.poll_tick_ms().unwrap_or(u64::MAX));
         if self.pinned {
             // Set once (such a host refuses a second period): what is not
             // a stream's own decision goes out on it.
@@ -189,7 +189,8 @@ impl Worker {
         }
         let decisions: Vec<DecisionCall<'_>> =
             parts.iter().map(|(limits, identity)| DecisionCall { identity, limits }).collect();
-        let call = ScriptCall::with_overrides(&self.config.domain, now, &decisions, self.config.overrides.is_some());
+        let reads: Vec<bool> = decisions.iter().map(|d| self.reads_overrides(now, d)).collect();
+        let call = ScriptCall::reading(&self.config.domain, now, &decisions, &reads);
         Some(Flight { jobs, slots, call, stage: Stage::First, started: now, sent: now })
     }
 
@@ -216,6 +217,7 @@ impl Worker {
 
     /// The store's answer to `token` arrived.
     pub fn on_answer<H: Host>(&mut self, host: &H, token: u32, answer: Answer) {
+        let Err(answer) = self.on_poll_answer(token, answer) else { return };
         if self.info.is_some_and(|(t, _)| t == token) {
             self.info = None;
             self.on_info(host, transport::decode_info(answer));
@@ -248,6 +250,9 @@ impl Worker {
     pub fn max_answer_bytes(&self, token: u32) -> usize {
         if self.info.is_some_and(|(t, _)| t == token) {
             return transport::max_info_bytes();
+        }
+        if let Some(bytes) = self.max_poll_answer_bytes(token) {
+            return bytes;
         }
         self.flights.get(&token).map_or(0, |f| transport::max_answer_bytes(f.call.reply_len()))
     }

@@ -25,6 +25,7 @@ mod host;
 mod incidents;
 mod jobs;
 mod leases;
+mod override_poll;
 mod permits;
 mod response;
 mod stats;
@@ -194,6 +195,8 @@ pub struct Worker {
     bodies_waiting: usize,
     /// When a body that never came was last logged.
     body_timeout_logged: Option<Instant>,
+    /// The index of overrides, polled with overrides on.
+    overrides: override_poll::OverridePoll,
 }
 
 impl Worker {
@@ -221,6 +224,7 @@ impl Worker {
             body_tick_ms,
             bodies_waiting: 0,
             body_timeout_logged: None,
+            overrides: override_poll::OverridePoll::default(),
         }
     }
 
@@ -257,6 +261,13 @@ impl Worker {
     ) -> Action {
         let now = host.now();
         self.sweep(host, now);
+        if !self.pinned {
+            // Envoy re-arms the timer whenever its period changes, which
+            // steady traffic can do faster than it fires: a due poll goes
+            // with a request too (a pinned host's answer would come back
+            // in the request's context: its polls go on the timer only).
+            self.poll_overrides(host, now);
+        }
         let empty;
         let req = match self.body_tick_ms.is_some() && end_of_stream {
             true => {
@@ -295,13 +306,15 @@ impl Worker {
     /// The timer: gives up on calls the host never answered, sends
     /// decisions that waited too long for a call slot (up to
     /// `MAX_FLIGHTS` calls in flight), answers bodies that never came,
-    /// renews permits, logs what was counted but not yet logged, and asks
-    /// the store for its INFO every `stats_interval` (one at a time).
+    /// renews permits, polls the index of overrides, logs what was counted
+    /// but not yet logged, and asks the store for its INFO every
+    /// `stats_interval` (one at a time).
     pub fn on_tick<H: Host>(&mut self, host: &H) {
         let now = host.now();
         self.sweep(host, now);
         self.expire_body_waits(host, now);
         self.renew_permits(host, now);
+        self.poll_overrides(host, now);
         let fill = self.fill();
         let most = MAX_FLIGHTS.max(self.config.store.batching.max_in_flight.get() as usize);
         if self.pinned {

@@ -52,8 +52,10 @@ pub enum Variant {
     /// The same rule with leases (`max_units` 1000, `max_age` 1 s),
     /// batching on: hot clients decided in the proxy.
     Leased,
-    /// `Allowed(On)` with operators' overrides read (none set): the cost of
-    /// reading them for a client without one.
+    /// `Allowed(On)` with operators' overrides on (none set, their index
+    /// empty: polled, nothing read): the cost of overrides for a client
+    /// without one. (The label says "read": before the index, every
+    /// decision read its client's overrides.)
     Overrides,
     /// This filter denying every request from its deny cache.
     DenyCacheHit,

@@ -31,8 +31,13 @@ pub enum Kind {
     /// its Redis work (see `BATCH_FLOOR_SCRIPT`), on keys of its own.
     BatchFloor(u64),
     /// One sliding-window limit, the call reading the client's overrides
-    /// (none is set): what overrides cost a client without one.
+    /// (none is set): what overrides cost a client without one before the
+    /// index of overrides, and a client the index names whose override is
+    /// gone.
     OverridesRead,
+    /// One sliding-window limit with overrides on, of a client the index
+    /// of overrides does not name: the call the worker sends for it.
+    OverridesUnnamed,
 }
 
 /// The breakdown's do-nothing script.
@@ -74,7 +79,7 @@ impl Kind {
     pub fn all() -> Vec<Kind> {
         let mut v = vec![Kind::Incr];
         v.extend(Algorithm::RATES.map(Kind::One));
-        v.extend([Kind::OverridesRead, Kind::TwoLimits, Kind::EmptyScript, Kind::BareWindow]);
+        v.extend([Kind::OverridesRead, Kind::OverridesUnnamed, Kind::TwoLimits, Kind::EmptyScript, Kind::BareWindow]);
         v
     }
 
@@ -87,6 +92,7 @@ impl Kind {
             Kind::EmptyScript => "breakdown: EVALSHA of `return` only".into(),
             Kind::BareWindow => "breakdown: MGET+INCRBY+PEXPIRE in Lua".into(),
             Kind::OverridesRead => "sliding_window, reading overrides (none set)".into(),
+            Kind::OverridesUnnamed => "sliding_window, overrides on, client not in their index".into(),
             Kind::Batch(n) => format!("batch of {n}"),
             Kind::BatchFloor(n) => format!("floor, batch of {n}"),
         }
@@ -98,7 +104,12 @@ impl Kind {
         match self {
             Kind::Incr => vec![],
             Kind::One(a) => vec![minute(*a)],
-            Kind::EmptyScript | Kind::BareWindow | Kind::Batch(_) | Kind::BatchFloor(_) | Kind::OverridesRead => {
+            Kind::EmptyScript
+            | Kind::BareWindow
+            | Kind::Batch(_)
+            | Kind::BatchFloor(_)
+            | Kind::OverridesRead
+            | Kind::OverridesUnnamed => {
                 vec![minute(Algorithm::SlidingWindow)]
             }
             Kind::TwoLimits => vec![
@@ -130,8 +141,8 @@ impl Kind {
             return cmd;
         }
         let domain = if matches!(self, Kind::BatchFloor(_)) { "floor" } else { "bench" };
-        let reads = *self == Kind::OverridesRead;
-        evalsha(sha, &batch_call_in(domain, &self.limits(limit), first, self.decisions(), now_ms, reads))
+        let reads = vec![*self == Kind::OverridesRead; self.decisions() as usize];
+        evalsha(sha, &batch_call_in(domain, &self.limits(limit), first, self.decisions(), now_ms, &reads))
     }
 
     /// The script it calls (empty for INCR).
@@ -148,7 +159,7 @@ impl Kind {
     /// Whether it is part of the breakdown rather than a real decision (or
     /// one compared with its like, without a target of its own).
     pub fn breakdown(&self) -> bool {
-        matches!(self, Kind::EmptyScript | Kind::BareWindow | Kind::OverridesRead)
+        matches!(self, Kind::EmptyScript | Kind::BareWindow | Kind::OverridesRead | Kind::OverridesUnnamed)
     }
 
     /// The INFO commandstats name of the command it sends.
@@ -191,17 +202,17 @@ pub fn script_call(limits: &[LimitSpec], identity: &str, now_ms: u64) -> ScriptC
 /// The filter's call for a batch: one decision of `limits` per identity,
 /// identities `first` to `first + n - 1` in order.
 pub fn batch_call(limits: &[LimitSpec], first: u64, n: u64, now_ms: u64) -> ScriptCall {
-    batch_call_in("bench", limits, first, n, now_ms, false)
+    batch_call_in("bench", limits, first, n, now_ms, &[])
 }
 
 /// `batch_call` under another domain (keys apart from the real script's),
-/// each decision reading overrides if `overrides`.
-fn batch_call_in(domain: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms: u64, overrides: bool) -> ScriptCall {
+/// decision `i` reading overrides if `reads[i]` (as the worker marks it).
+fn batch_call_in(domain: &str, limits: &[LimitSpec], first: u64, n: u64, now_ms: u64, reads: &[bool]) -> ScriptCall {
     let calls = uses(limits);
     let names: Vec<String> = (first..first + n).map(identity).collect();
     let decisions: Vec<DecisionCall<'_>> =
         names.iter().map(|identity| DecisionCall { identity, limits: &calls }).collect();
-    ScriptCall::with_overrides(domain, Instant::from_ms(now_ms), &decisions, overrides)
+    ScriptCall::reading(domain, Instant::from_ms(now_ms), &decisions, reads)
 }
 
 /// Each limit used once, as an allowed request does.

@@ -1,7 +1,9 @@
 //! Operators' overrides on real Envoy: one client's limit raised on three
 //! proxies, a block, a reset, an expiry, each written in Redis as
-//! docs/operations.md shows, and applied by every proxy within
-//! `overrides.within` (1 s here, as shipped).
+//! docs/operations.md shows (the override and its index), and applied by
+//! every proxy within twice `overrides.within` (1 s here, as shipped): a
+//! poll of the index, then what a proxy trusts without the store. A client
+//! the index does not name reads no override.
 
 use std::time::{Duration, Instant};
 
@@ -15,8 +17,13 @@ use ratelimit::keys::override_key;
 
 use crate::plugin_config;
 
-/// How long after an override is written every proxy applies it.
+/// `overrides.within`: how long after an override is read by the store a
+/// proxy's cached denials and leases may still decide without it; and how
+/// long after an override expires every proxy stops applying it.
 const WITHIN: Duration = Duration::from_secs(1);
+/// How long after an override is written (and indexed) every proxy
+/// applies it: the index polled within `WITHIN`, plus `WITHIN`.
+const BOUND: Duration = Duration::from_secs(2);
 
 /// Ten requests an hour per `x-user`, kept exactly (a sliding log: no
 /// window ends during a test); overrides read with every decision.
@@ -27,16 +34,31 @@ fn config() -> String {
 }
 
 /// What an operator types: `SET <key> <text> PX <ms>` for `user`'s rule
-/// `api` (a header key: its identity is the digest of its value).
+/// `api` (a header key: its identity is the digest of its value), then
+/// `SADD t:overrides <key>`; when it was done.
 fn set_override(redis: &RedisServer, user: &str, text: &str, px: u64) -> Instant {
+    let key = set_unindexed(redis, user, text, px);
+    let () = redis::cmd("SADD").arg("t:overrides").arg(&key).query(&mut redis.connect()).unwrap();
+    Instant::now()
+}
+
+/// The `SET` alone: an override the index does not name; its key.
+fn set_unindexed(redis: &RedisServer, user: &str, text: &str, px: u64) -> String {
     let key = override_key("t", &digest(user), "api");
     let () = redis::cmd("SET").arg(&key).arg(text).arg("PX").arg(px).query(&mut redis.connect()).unwrap();
-    Instant::now()
+    key
 }
 
 /// Requests of `user`, each sent through `send` (given its index) and
 /// timed, until `done` says so or 20 s pass: (when sent, the answer).
-fn poll(
+fn poll(send: impl FnMut(usize) -> Answer, done: impl FnMut(&[(Instant, Answer)]) -> bool) -> Vec<(Instant, Answer)> {
+    poll_every(Duration::from_millis(20), send, done)
+}
+
+/// `poll`, `gap` between requests: a client with room left that must not
+/// use it all before a change applies.
+fn poll_every(
+    gap: Duration,
     mut send: impl FnMut(usize) -> Answer,
     mut done: impl FnMut(&[(Instant, Answer)]) -> bool,
 ) -> Vec<(Instant, Answer)> {
@@ -48,7 +70,7 @@ fn poll(
         let at = Instant::now();
         let a = send(seen.len());
         seen.push((at, a));
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(gap);
     }
     seen
 }
@@ -64,7 +86,7 @@ fn only_before(seen: &[(Instant, Answer)], status: u16, bound: Instant) {
 }
 
 #[test]
-fn a_raised_limit_lets_that_client_only_through_twenty_on_three_proxies_within_the_bound_and_a_block_refuses_at_once() {
+fn a_raised_limit_lets_that_client_only_through_twenty_on_three_proxies_and_a_block_refuses_within_the_bound() {
     let redis = RedisServer::start();
     let fleet = Fleet::start(redis.port, 3, 2, &config());
     // alice and bob at their 10, and refused by every proxy (which caches it).
@@ -90,7 +112,7 @@ fn a_raised_limit_lets_that_client_only_through_twenty_on_three_proxies_within_t
         },
         |_| admitted.get() == [true; 3],
     );
-    only_before(&seen, 429, set_at + WITHIN);
+    only_before(&seen, 429, set_at + BOUND);
     // Then round robin until she is refused again: 10 more in all.
     let first = seen.iter().filter(|(_, a)| a.status == 200).count();
     let rest = poll(|i| fleet.get_as(i % 3, "/api", "alice"), |s| s.last().is_some_and(|(_, a)| a.status == 429));
@@ -102,13 +124,16 @@ fn a_raised_limit_lets_that_client_only_through_twenty_on_three_proxies_within_t
     for proxy in 0..3 {
         assert_eq!(fleet.get_as(proxy, "/api", "bob").status, 429, "bob via {proxy}");
     }
-    // A block refuses carol at once on every proxy (none had a cached
-    // denial or a lease of her), as 403; dave goes on.
-    set_override(&redis, "carol", "block", 3_600_000);
+    // A block refuses carol on every proxy within the bound, as 403; dave
+    // goes on.
+    let set_at = set_override(&redis, "carol", "block", 3_600_000);
     for proxy in 0..3 {
-        let a = fleet.get_as(proxy, "/api", "carol");
-        assert_eq!((a.status, a.body.as_str()), (403, r#"{"error":"blocked","rule":"api"}"#), "via {proxy}");
+        let seen = poll(|_| fleet.get_as(proxy, "/api", "carol"), |s| s.last().is_some_and(|(_, a)| a.status == 403));
+        only_before(&seen, 200, set_at + BOUND);
+        let a = &seen[seen.len() - 1].1;
+        assert_eq!(a.body.as_str(), r#"{"error":"blocked","rule":"api"}"#, "via {proxy}");
         assert_eq!(a.header("retry-after"), None);
+        assert_eq!(fleet.get_as(proxy, "/api", "carol").status, 403, "via {proxy}");
         assert_eq!(fleet.get_as(proxy, "/api", "dave").status, 200);
     }
     // Proxy 0's access log: alice's admissions under the raised limit, carol's block.
@@ -136,7 +161,7 @@ fn a_reset_gives_a_fresh_window_and_an_expired_override_stops_applying() {
     use_up("erin");
     let set_at = set_override(&stack.redis, "erin", "reset", 60_000);
     let seen = poll(as_user("erin"), |s| s.last().is_some_and(|(_, a)| a.status == 200));
-    only_before(&seen, 429, set_at + WITHIN);
+    only_before(&seen, 429, set_at + BOUND);
     let rest = poll(as_user("erin"), |s| s.last().is_some_and(|(_, a)| a.status == 429));
     assert_eq!(1 + rest.iter().filter(|(_, a)| a.status == 200).count(), 10, "a fresh window: 10");
     let key = override_key("t", &digest("erin"), "api");
@@ -148,19 +173,59 @@ fn a_reset_gives_a_fresh_window_and_an_expired_override_stops_applying() {
     use_up("frank");
     let set_at = set_override(&stack.redis, "frank", "sl:3600000=20", 3_000);
     let seen = poll(as_user("frank"), |s| s.iter().filter(|(_, a)| a.status == 200).count() == 2);
-    only_before(&seen, 429, set_at + WITHIN);
+    only_before(&seen, 429, set_at + BOUND);
     let after = poll(as_user("frank"), |s| {
         s.last().is_some_and(|(at, _)| *at > set_at + Duration::from_millis(3_000) + WITHIN)
     });
     only_before(&after, 200, set_at + Duration::from_millis(3_000) + WITHIN);
-    // gina blocked for 2 s: 403 at once, admitted again after it expired.
-    let set_at = set_override(&stack.redis, "gina", "block", 2_000);
-    assert_eq!(stack.send("GET", "/api", &[("x-user", "gina")]).status, 403);
+    // gina blocked for 3 s: 403 within the bound, admitted again within
+    // `within` after it expired (still a member of the index: harmless).
+    let set_at = set_override(&stack.redis, "gina", "block", 3_000);
+    // Her 10 not all used before it applies: 8 requests in the bound at most.
+    let seen = poll_every(BOUND / 7, as_user("gina"), |s| s.last().is_some_and(|(_, a)| a.status == 403));
+    only_before(&seen, 200, set_at + BOUND);
     let seen = poll(as_user("gina"), |s| s.last().is_some_and(|(_, a)| a.status == 200));
-    only_before(&seen, 403, set_at + Duration::from_millis(2_000) + WITHIN);
+    only_before(&seen, 403, set_at + Duration::from_millis(3_000) + WITHIN);
     assert!(seen.iter().all(|(_, a)| matches!(a.status, 200 | 403)), "blocked or admitted, never rate limited");
     // The access log names the reset where it was applied.
     wait_until(&stack.envoy, |l| l.get("ratelimit_override").as_deref() == Some("reset"));
+}
+
+#[test]
+fn an_override_the_index_does_not_name_is_not_read_and_once_indexed_it_applies_within_the_bound() {
+    // One worker (every request on the VM that polled), within 3 s: the
+    // index is polled every 1.5 s and trusted for 3 s after each poll, so
+    // a loaded machine's late poll does not make every decision read
+    // (which this test would take for a read of mallory's override).
+    let within = Duration::from_secs(3);
+    let config = config().replacen(r#""within":"1s""#, r#""within":"3s""#, 1);
+    let stack = Stack::try_start(&config, 1).unwrap_or_else(|e| panic!("envoy refused to start:\n{}", e.log));
+    let stack_ref = &stack;
+    let as_user = |user: &'static str| move |_| stack_ref.send("GET", "/api", &[("x-user", user)]);
+    // mallory's block, not indexed: read while the index is unknown (the
+    // proxy just started), then never: she is admitted, 3 s long.
+    let key = set_unindexed(&stack.redis, "mallory", "block", 3_600_000);
+    poll_every(Duration::from_millis(100), as_user("mallory"), |s| s.last().is_some_and(|(_, a)| a.status == 200));
+    let statuses: Vec<u16> = (0..5)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(600));
+            stack.send("GET", "/api", &[("x-user", "mallory")]).status
+        })
+        .collect();
+    assert_eq!(statuses, [200; 5], "an override the index does not name");
+    // Indexed: refused within the bound (rate limited first, maybe: she
+    // has 4 left), then every time.
+    let () = redis::cmd("SADD").arg("t:overrides").arg(&key).query(&mut stack.redis.connect()).unwrap();
+    let set_at = Instant::now();
+    let seen = poll(as_user("mallory"), |s| s.last().is_some_and(|(_, a)| a.status == 403));
+    only_before(&seen, 200, set_at + 2 * within);
+    assert_eq!(stack.send("GET", "/api", &[("x-user", "mallory")]).status, 403);
+    // SREM: no longer read (the override still there): refused no more
+    // for the block once the bound passed (rate limited or admitted).
+    let () = redis::cmd("SREM").arg("t:overrides").arg(&key).query(&mut stack.redis.connect()).unwrap();
+    let removed_at = Instant::now();
+    let seen = poll(as_user("mallory"), |s| s.last().is_some_and(|(_, a)| a.status != 403));
+    only_before(&seen, 403, removed_at + 2 * within);
 }
 
 #[test]
@@ -180,13 +245,9 @@ fn the_identity_the_docs_compute_is_the_one_the_filter_writes() {
     let mut c = stack.redis.connect();
     let keys: Vec<String> = redis::cmd("KEYS").arg("t:*").query(&mut c).unwrap();
     assert!(!keys.is_empty() && keys.iter().all(|k| k.starts_with(&format!("t:{{{identity}}}:api:"))), "{keys:?}");
-    // And an override written under it applies to that client.
-    let () = redis::cmd("SET")
-        .arg(override_key("t", &identity, "api"))
-        .arg("block")
-        .arg("PX")
-        .arg(60_000)
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(ask().status, 403);
+    // And an override written under it (and indexed) applies to that client.
+    let key = override_key("t", &identity, "api");
+    let () = redis::cmd("SET").arg(&key).arg("block").arg("PX").arg(60_000).query(&mut c).unwrap();
+    let () = redis::cmd("SADD").arg("t:overrides").arg(&key).query(&mut c).unwrap();
+    poll(|_| ask(), |s| s.last().is_some_and(|(_, a)| a.status == 403));
 }

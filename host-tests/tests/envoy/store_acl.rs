@@ -1,5 +1,5 @@
 //! A least-privilege store: the shipped webdis.json refuses every command
-//! but the filter's (EVALSHA, SCRIPT, INFO), and those without its basic-auth
+//! but the filter's (EVALSHA, SCRIPT, INFO, SMEMBERS), and those without its basic-auth
 //! credential, leaving Redis untouched; docs/store-security.md's Redis ACL user closes what
 //! webdis cannot (SCRIPT is enabled whole). Through both, the filter in real
 //! Envoy decides exactly, and reloads the script after a SCRIPT FLUSH.
@@ -44,6 +44,9 @@ const ATTACKS: &[(&str, &str, &str)] = &[
 const SCRIPT_FLUSH: (&str, &str, &str) = ("GET", "/SCRIPT/FLUSH", "");
 /// One of the filter's own commands.
 const INFO: (&str, &str, &str) = ("GET", "/INFO", "");
+
+/// The filter's poll of the index of overrides.
+const SMEMBERS: (&str, &str, &str) = ("POST", "/", "SMEMBERS/t%3Aoverrides");
 
 /// Commands whose call counts must not move while the attacks run.
 const NEVER_RUN: &[&str] = &["eval", "set", "get", "del", "keys", "flushall", "flushdb", "config|set", "script|flush"];
@@ -130,13 +133,15 @@ fn the_shipped_webdis_acl_lets_only_the_filters_commands_through() {
     }
     // The filter's own commands: only with the credential.
     let evalsha = ("GET", &*format!("/EVALSHA/{}/0", sha1_hex()), "");
-    for own in [INFO, evalsha] {
+    for own in [INFO, evalsha, SMEMBERS] {
         assert_eq!(to_webdis(stack.webdis.port, own, None).0, 403, "{own:?}");
         assert_eq!(to_webdis(stack.webdis.port, own, Some(&wrong)).0, 403, "{own:?}");
     }
     let (status, body) = to_webdis(stack.webdis.port, INFO, Some(&good));
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("redis_version"), "{body}");
+    let (status, body) = to_webdis(stack.webdis.port, SMEMBERS, Some(&good));
+    assert_eq!((status, body.as_str()), (200, r#"{"SMEMBERS":[]}"#));
 
     // Nothing reached Redis.
     assert_eq!(keys_and_values(&mut redis), keys);
@@ -239,7 +244,7 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     let rules = readme_rules("webdis", PASSWORD);
     // Exactly what the filter and its script need.
     let mut needed = script_commands(SCRIPT);
-    needed.extend(["evalsha", "script|load", "info"].map(String::from));
+    needed.extend(["evalsha", "script|load", "info", "smembers"].map(String::from));
     assert_eq!(allowed_commands(&rules), needed, "docs/store-security.md's webdis user");
     // webdis 0.1.9 sends `AUTH <password>` alone: it logs in as `default`.
     set_user(&mut root, "default", &rules);
@@ -330,16 +335,18 @@ fn readmes_redis_user_lets_webdis_run_the_filters_script_and_nothing_else() {
     for rule in ["fw", "sw", "tb", "gc", "sl"] {
         let key = ratelimit::keys::override_key("demo", &b, rule);
         let () = redis::cmd("SET").arg(&key).arg("reset").arg("PX").arg(60_000).query(&mut operator).unwrap();
+        let () = redis::cmd("SADD").arg("demo:overrides").arg(&key).query(&mut operator).unwrap();
     }
     for cmd in [
         redis::cmd("GET").arg(format!("demo:{{{b}}}:fw:3600000:0")).clone(),
         redis::cmd("SET").arg("demo:x").arg("1").clone(),
+        redis::cmd("SADD").arg("demo:x").arg("1").clone(),
         redis::cmd("KEYS").arg("*").clone(),
         redis::cmd("FLUSHALL"),
     ] {
         assert!(refusal(&cmd, &mut operator).starts_with("NOPERM"), "{:?}", cmd.args_iter().collect::<Vec<_>>());
     }
-    // Within the bound (1 s) b has a fresh window on every rule.
+    // Within the bound (2 s) b has a fresh window on every rule.
     let deadline = Instant::now() + Duration::from_secs(20);
     for path in ["/fw", "/sw", "/tb", "/gc", "/sl"] {
         while decide_one(path) != 200 {

@@ -4,7 +4,8 @@
 //! running (its shard follows the failure policy, the others do not notice),
 //! exact limits after the failover, and a TTL on every key of every node;
 //! with `store.redis_cluster` left false, a call of several hash slots met
-//! by CROSSSLOT and resent one slot per call, every decision the store's.
+//! by CROSSSLOT and resent one slot per call, every decision the store's;
+//! the index of overrides polled on its own shard.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -388,4 +389,52 @@ fn without_the_flag_crossslot_resends_by_slot_and_every_decision_is_the_stores()
         decisions as f64 / calls as f64
     );
     assert_eq!(envoy.log().lines().filter(|l| l.contains("store.redis_cluster")).count(), 1);
+}
+
+/// The index of overrides on a Redis Cluster: one key in its own slot,
+/// polled through redis_proxy by a call of its own; an override on another
+/// master, not named, is not read (once the index answered), then named,
+/// read.
+#[test]
+fn the_index_of_overrides_is_polled_on_its_own_shard_and_an_override_on_another_applies_once_named() {
+    let cluster = RedisCluster::start_with(3, 0, &["--cluster-require-full-coverage", "no"]);
+    let proxy = RedisProxy::start(&cluster.nodes.iter().map(|n| n.port).collect::<Vec<_>>());
+    let config = plugin_config(r#","redis_cluster":true"#, r#""overrides":{"within":"1s"},"#, RULES);
+    let fleet = Fleet::start(proxy.port, 1, 1, &config);
+    let index = cluster.owner_of("t:overrides").port;
+    let user = spread(&cluster, "o", 1).into_iter().find(|(_, p)| *p != index).map(|(u, _)| u).unwrap();
+    let key = ratelimit::keys::override_key("t", &digest(&user), "steady");
+    let () = redis::cmd("SET")
+        .arg(&key)
+        .arg("block")
+        .arg("PX")
+        .arg(3_600_000)
+        .query(&mut cluster.owner_of(&key).connect())
+        .unwrap();
+    // Requests of `user` until one answers `status`: each one's send time and status.
+    let until = |status: u16| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut seen = Vec::new();
+        loop {
+            let at = Instant::now();
+            let a = fleet.get_as(0, "/steady", &user);
+            seen.push((at, a.status));
+            if a.status == status {
+                return seen;
+            }
+            assert!(Instant::now() < deadline, "no {status} after 20 s: {a:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Read while the index is unknown; once it answered, not named: admitted.
+    until(200);
+    let mut c = cluster.owner_of("t:overrides").connect();
+    let () = redis::cmd("SADD").arg("t:overrides").arg(&key).query(&mut c).unwrap();
+    let named = Instant::now();
+    // Refused within the bound, twice within (1 s): no admission sent later.
+    for (at, status) in until(403) {
+        assert!(status != 200 || at < named + Duration::from_secs(2), "{status} {:?} after the SADD", at - named);
+    }
+    // Every call reached the store's shards: none CROSSSLOT.
+    assert_eq!(crossslot_errors(&cluster), 0);
 }

@@ -26,6 +26,7 @@ mod malformed;
 mod memory_flat;
 mod noscript;
 mod one_decision_fails;
+mod overrides_index;
 mod random;
 mod random_statuses;
 mod redis_calls;

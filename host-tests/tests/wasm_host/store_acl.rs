@@ -45,7 +45,7 @@ fn readmes_redis_transport_user_decides_exactly_and_can_do_nothing_else() {
     let mut admin = servers.redis.connect();
     let rules = readme_rules("ratelimit", PASSWORD);
     let mut needed = script_commands(SCRIPT);
-    needed.extend(["evalsha", "eval", "info"].map(String::from));
+    needed.extend(["evalsha", "eval", "info", "smembers"].map(String::from));
     assert_eq!(
         allowed_commands(&rules),
         needed,

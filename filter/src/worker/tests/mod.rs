@@ -593,6 +593,7 @@ mod charges;
 #[cfg(not(target_arch = "wasm32"))]
 mod lease_shares;
 mod leases;
+mod overrides;
 mod pinned;
 mod reservations;
 mod slots;
