@@ -79,7 +79,7 @@ pub extern "C" fn proxy_on_configure(root: u32, size: usize) -> u32 {
                 // through (it crashed) refuses at once.
                 plugin.guard.settle();
             }
-            plugin.sync_tick(None);
+            plugin.sync_tick(None, false);
             u32::from(with_vm(|vm| vm.plugins.insert(root, plugin)).is_some())
         }
         Err(e) => {
@@ -112,7 +112,7 @@ pub extern "C" fn proxy_on_request_headers(context: u32, _headers: usize, end_of
         if host.pinned && action == Action::Pause {
             host.guard.paused(context);
         }
-        plugin.sync_tick(Some(context));
+        plugin.sync_tick(Some(context), false);
         Some(action)
     });
     match action.flatten() {
@@ -133,7 +133,7 @@ pub extern "C" fn proxy_on_response_headers(context: u32, _headers: usize, end_o
         }
         let headers = worker.on_response_headers(&host, context, &HostResponse, end_of_stream != 0);
         let rewrites = worker.rewrites_body(context);
-        plugin.sync_tick(Some(context));
+        plugin.sync_tick(Some(context), false);
         Some((headers, rewrites))
     });
     let (headers, rewrites) = headers.flatten().unwrap_or_default();
@@ -184,7 +184,7 @@ pub extern "C" fn proxy_on_response_body(context: u32, size: usize, end_of_strea
                 let _ = abi::set_buffer(abi::RESPONSE_BODY, 0, size, &sent);
             }
         }
-        plugin.sync_tick(Some(context));
+        plugin.sync_tick(Some(context), false);
         Some(())
     });
     CONTINUE
@@ -240,7 +240,7 @@ pub extern "C" fn proxy_on_request_body(context: u32, size: usize, end_of_stream
         let (worker, host) = plugin.split(Some(context));
         let read = |n: u64| abi::buffer(abi::REQUEST_BODY, 0, usize::try_from(n).ok()?).ok().flatten();
         let action = worker.on_request_body(&host, context, &HostRequest, size as u64, end_of_stream != 0, read);
-        plugin.sync_tick(Some(context));
+        plugin.sync_tick(Some(context), false);
         Some(action)
     });
     match action {
@@ -266,7 +266,7 @@ pub extern "C" fn proxy_on_request_trailers(context: u32, _trailers: usize) -> u
         let read =
             |n: u64| abi::buffer(abi::REQUEST_BODY, 0, usize::try_from(n).ok()?).ok().map(Option::unwrap_or_default);
         let action = worker.on_request_trailers(&host, context, &HostRequest, read);
-        plugin.sync_tick(Some(context));
+        plugin.sync_tick(Some(context), false);
         Some(action)
     });
     match action {
@@ -288,7 +288,7 @@ pub extern "C" fn proxy_on_response_trailers(context: u32, _trailers: usize) -> 
         let (worker, host) = plugin.split(Some(context));
         if worker.reads_body(context) {
             let _ = worker.on_response_body(&host, context, &[], true);
-            plugin.sync_tick(Some(context));
+            plugin.sync_tick(Some(context), false);
         }
         Some(())
     });

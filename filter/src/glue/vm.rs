@@ -73,9 +73,14 @@ impl Plugin {
 
     /// Sets the root's timer to what the worker needs now, if that changed
     /// (`current`: the stream whose callback runs, made effective again).
-    pub fn sync_tick(&self, current: Option<u32>) {
+    /// Envoy starts the timer again at every period set, so only the timer
+    /// itself (`timer`) or the first setting lengthens the period: other
+    /// callbacks can come faster than it fires (a queued decision shortens
+    /// it, its call lengthens it), which would keep it from ever firing.
+    pub fn sync_tick(&self, current: Option<u32>, timer: bool) {
         let want = self.worker.tick_period_ms();
-        if want == self.tick_ms.get() {
+        let have = self.tick_ms.get();
+        if want == have || (want > have && have != 0 && !timer) {
             return;
         }
         // The timer is the root context's.
@@ -185,7 +190,7 @@ fn handle(vm: &mut Vm, event: Deferred) {
                 if host.pinned {
                     host.guard.settle();
                 }
-                p.sync_tick(None);
+                p.sync_tick(None, false);
             }
         }
         Deferred::Delete(context) => end_context(vm, context),
@@ -197,7 +202,7 @@ fn handle(vm: &mut Vm, event: Deferred) {
                     // Another worker process may have found a request let through.
                     host.guard.settle();
                 }
-                p.sync_tick(None);
+                p.sync_tick(None, true);
             }
         }
     }
@@ -210,7 +215,7 @@ pub fn end_context(vm: &mut Vm, context: u32) {
             p.guard.ended(context);
             let (worker, host) = p.split(None);
             worker.on_stream_end(&host, context);
-            p.sync_tick(None);
+            p.sync_tick(None, false);
         }
     } else {
         vm.plugins.remove(&context);

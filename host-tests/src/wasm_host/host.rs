@@ -439,11 +439,16 @@ impl Host {
 
     fn schedule_ticks(&mut self) {
         let now = self.clock.now_ms();
-        for (vm, next) in self.vms.iter().zip(self.next_tick.iter_mut()) {
+        for (vm, next) in self.vms.iter_mut().zip(self.next_tick.iter_mut()) {
             let period = u64::from(vm.store.data().tick_period_ms);
+            // Envoy disables and enables the timer at every period set
+            // (`Wasm::setTickPeriod`): it fires a whole period after the
+            // last set, however often that comes.
+            let rearmed = std::mem::take(&mut vm.store.data_mut().tick_rearmed);
             *next = match (period, *next) {
                 (0, _) => None,
                 (p, None) => Some(now + p),
+                (p, Some(_)) if rearmed => Some(now + p),
                 (_, keep) => keep,
             };
         }

@@ -121,6 +121,9 @@ pub struct VmState {
     pub metric_ids: Vec<(String, Kind)>,
     /// `proxy_set_tick_period_milliseconds` (0: no timer).
     pub tick_period_ms: u32,
+    /// The period was set since the timer was last scheduled: as Envoy
+    /// does, the timer then starts again from now.
+    pub tick_rearmed: bool,
     /// The module's stderr (a Rust panic message lands here before the trap).
     pub stderr: MemoryOutputPipe,
     /// The instance's memory and allocator, once instantiated.
@@ -177,6 +180,7 @@ impl Vm {
             redis_connections: 0,
             metric_ids: Vec::new(),
             tick_period_ms: 0,
+            tick_rearmed: false,
             stderr,
             exports: None,
             real_hostcalls: Vec::new(),

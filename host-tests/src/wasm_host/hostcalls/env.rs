@@ -30,6 +30,7 @@ pub fn add(linker: &mut Linker<VmState>) -> Result<()> {
     })?;
     linker.func_wrap("env", "proxy_set_tick_period_milliseconds", |mut c: Caller<'_, VmState>, period: i32| {
         c.data_mut().tick_period_ms = period as u32;
+        c.data_mut().tick_rearmed = true;
         Ok(OK)
     })?;
     linker.func_wrap(
