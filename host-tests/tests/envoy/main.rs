@@ -34,6 +34,7 @@ mod sdk_errors;
 mod sdk_gateway;
 mod store_acl;
 mod store_misbehaving;
+mod timer;
 mod token_dodges;
 mod token_fields;
 mod tokens;
